@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * softrdma: a user-space software RDMA device behind the libibverbs ABI.
+ *
+ * Internal structures shared by the parts of the device. The layout follows
+ * Linux Soft-RoCE (drivers/infiniband/sw/rxe): one file per part
+ *   sr_device.c  device list, contexts, queries, async events, object counts
+ *   sr_mr.c      protection domains, memory regions, key checks
+ *   sr_cq.c      completion queues and completion channels
+ *   sr_qp.c      queue pairs, shared receive queues, the QP state machine
+ *   sr_req.c     requester: send WQEs -> request messages
+ *   sr_resp.c    responder: executes requests against local MRs and RECV WQEs
+ *   sr_comp.c    completer: responses -> CQEs, RNR and transport retries
+ *   sr_net.c     the wire (TCP between processes, direct calls inside one),
+ *                the instance registry and the progress thread
+ *   sr_cm.c      librdmacm (built into librdmacm.so.1)
+ */
+#ifndef SR_H
+#define SR_H
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/uio.h>
+
+#define SR_EXPORT __attribute__((visibility("default")))
+#define SR_HIDDEN __attribute__((visibility("hidden")))
+
+/* ---- device limits (ibv_query_device) ---------------------------------- */
+#define SR_MAX_QP            65536
+#define SR_MAX_QP_WR         16384
+#define SR_MAX_SGE           32
+#define SR_MAX_CQ            65536
+#define SR_MAX_CQE           (1 << 20)
+#define SR_MAX_MR            (1 << 20)
+#define SR_MAX_PD            65536
+#define SR_MAX_RD_ATOM       16
+#define SR_MAX_SRQ           65536
+#define SR_MAX_SRQ_WR        16384
+#define SR_MAX_SRQ_SGE       32
+#define SR_MAX_INLINE        256
+#define SR_MAX_MSG_SZ        (1u << 31)
+#define SR_MAX_GID           32
+#define SR_VENDOR_ID         0xFFFFFF /* as rxe: perftest takes its generic path */
+#define SR_VENDOR_PART_ID    0
+#define SR_MAX_INSTANCES     255      /* QPN = instance << 16 | index */
+#define SR_QPN_INDEX_BITS    16
+
+enum sr_kind {
+	SR_K_CONTEXT, SR_K_PD, SR_K_MR, SR_K_CQ, SR_K_COMP_CHANNEL, SR_K_QP,
+	SR_K_SRQ, SR_K_CM_ID, SR_K_CM_CHANNEL, SR_K_NUM
+};
+
+/* magic values mark live objects so that use after destroy is detectable */
+#define SR_MAGIC_PD  0x50445044u
+#define SR_MAGIC_MR  0x4d524d52u
+#define SR_MAGIC_CQ  0x43514351u
+#define SR_MAGIC_QP  0x51505150u
+#define SR_MAGIC_SRQ 0x53525153u
+#define SR_MAGIC_CH  0x43484348u
+#define SR_MAGIC_DEAD 0xdeadbeefu
+
+/* ---- debug trace -------------------------------------------------------- */
+SR_HIDDEN extern int sr_debug;
+#define sr_dbg(fmt, ...) do { if (sr_debug) \
+	fprintf(stderr, "softrdma[%d]: " fmt "\n", (int)getpid(), ##__VA_ARGS__); } while (0)
+
+/* ---- objects ------------------------------------------------------------ */
+struct sr_context {
+	struct verbs_context vctx;      /* must be first: ibv_context is inside */
+	int async_wfd;                  /* write end of the async event pipe */
+	bool internal;                  /* opened by librdmacm, not counted */
+};
+
+struct sr_pd {
+	struct ibv_pd ibv;
+	uint32_t magic;
+	atomic_int users;               /* MRs, QPs, SRQs: dealloc -> EBUSY */
+};
+
+struct sr_mr {
+	struct ibv_mr ibv;
+	uint32_t magic;
+	struct sr_pd *pd;
+	int access;
+	uint64_t iova;                  /* address the peer uses (iova) */
+};
+
+struct sr_comp_channel {
+	struct ibv_comp_channel ibv;
+	uint32_t magic;
+	int wfd;                        /* write end; ibv.fd is the read end */
+	atomic_int users;               /* CQs attached */
+};
+
+struct sr_cq {
+	struct ibv_cq ibv;
+	uint32_t magic;
+	pthread_mutex_t lock;
+	struct ibv_wc *ring;
+	uint32_t size, head, count;     /* ring capacity, next to poll, filled */
+	int armed;                      /* 0, 1 = any, 2 = solicited only */
+	bool overflow;
+	atomic_int users;               /* QPs attached */
+	struct sr_comp_channel *chan;
+};
+
+/* one send WQE, as copied from the ibv_send_wr at post time */
+struct sr_swqe {
+	uint64_t wr_id;
+	enum ibv_wr_opcode opcode;
+	unsigned int send_flags;
+	uint32_t imm_data;              /* network order, passed through */
+	uint64_t remote_addr;
+	uint32_t rkey;
+	uint64_t compare_add, swap;
+	uint32_t num_sge;
+	uint64_t length;                /* total bytes */
+	uint32_t psn;
+	uint8_t  state;                 /* enum sr_wqe_state */
+	uint8_t  inline_used;
+	struct ibv_sge *sge;            /* points into the per-slot sge array */
+	uint8_t *inl;                   /* inline copy (SR_MAX_INLINE bytes) */
+};
+
+enum sr_wqe_state { SR_WQE_POSTED, SR_WQE_SENT, SR_WQE_DONE };
+
+struct sr_rwqe {
+	uint64_t wr_id;
+	uint32_t num_sge;
+	struct ibv_sge *sge;
+};
+
+struct sr_rq {
+	struct sr_rwqe *ring;
+	struct ibv_sge *sges;
+	uint32_t size, max_sge, head, count;
+};
+
+struct sr_srq {
+	struct ibv_srq ibv;
+	uint32_t magic;
+	pthread_mutex_t lock;
+	struct sr_pd *pd;
+	struct sr_rq rq;
+	uint32_t limit;                 /* armed srq_limit, 0 = disarmed */
+	atomic_int users;               /* QPs attached */
+};
+
+struct sr_conn;
+
+struct sr_qp {
+	struct ibv_qp ibv;
+	uint32_t magic;
+	pthread_mutex_t lock;           /* state, queues, PSNs */
+	pthread_mutex_t send_lock;      /* orders transmissions (taken before lock) */
+	struct sr_pd *pd;
+	struct sr_cq *scq, *rcq;
+	struct sr_srq *srq;
+	struct ibv_qp_cap cap;
+	int sq_sig_all;
+
+	/* modify_qp attributes */
+	struct ibv_qp_attr attr;
+
+	/* send queue: slots [comp, comp+count) in use; [send_idx..) not yet sent */
+	struct sr_swqe *sq;
+	struct ibv_sge *sq_sges;
+	uint8_t *sq_inline;
+	uint32_t sq_size, sq_head, sq_count, sq_next; /* next = index of next WQE to transmit */
+	uint32_t sq_sent;               /* number of WQEs transmitted, not completed */
+
+	struct sr_rq rq;
+
+	/* requester / completer */
+	uint32_t next_psn;              /* next PSN to assign */
+	int rnr_left;                   /* rnr retries left for the oldest WQE */
+	int retry_left;                 /* transport retries left */
+	bool rnr_wait;                  /* waiting for the RNR timer */
+	uint64_t timer_deadline_ns;     /* RNR timer or transport timeout, 0 = none */
+	uint64_t last_progress_ns;
+
+	/* responder */
+	uint32_t epsn;                  /* expected PSN */
+	bool rnr_nak_sent;              /* drop until the NAKed PSN is retried */
+
+	/* wire */
+	uint32_t remote_inst;           /* instance of dest_qp_num */
+	struct sr_conn *conn;           /* NULL: peer in this process */
+	bool ever_connected;
+	void *cm_id;                    /* rdma_cm id bound to this QP */
+	void (*cm_qp_error)(void *cm_id);
+};
+
+/* ---- globals: object table and counts ---------------------------------- */
+SR_HIDDEN extern atomic_long sr_counts[SR_K_NUM];
+SR_HIDDEN void sr_count(enum sr_kind k, int delta);
+SR_HIDDEN extern pthread_rwlock_t sr_mr_lock; /* held for reading while MR memory is accessed */
+
+SR_HIDDEN void sr_init_once(void);
+SR_HIDDEN uint64_t sr_now_ns(void);
+SR_HIDDEN uint64_t sr_random64(void);
+SR_HIDDEN void sr_async_event(struct ibv_context *ctx, enum ibv_event_type type, void *element);
+SR_HIDDEN int sr_gid_count(void);
+SR_HIDDEN int sr_gid_get(int index, union ibv_gid *gid);
+SR_HIDDEN bool sr_gid_is_local(const union ibv_gid *gid);
+
+/* names */
+SR_HIDDEN const char *sr_qp_state_name(enum ibv_qp_state s);
+SR_HIDDEN const char *sr_opcode_name(int op);
+
+/* MR */
+SR_HIDDEN struct sr_mr *sr_mr_lookup(uint32_t key);
+/* resolve [addr, addr+len) through rkey; 0 or an ibv_wc_status */
+SR_HIDDEN int sr_mr_check_remote(struct sr_pd *pd, uint32_t rkey, uint64_t addr, uint64_t len,
+				 int access, uint8_t **out);
+/* resolve a local SGE list into iovecs; 0 or IBV_WC_LOC_PROT_ERR */
+SR_HIDDEN int sr_mr_sge_to_iov(struct sr_pd *pd, const struct ibv_sge *sge, uint32_t n,
+			       bool need_write, struct iovec *iov, int *iovcnt);
+
+/* CQ */
+SR_HIDDEN void sr_cq_push(struct sr_cq *cq, const struct ibv_wc *wc, bool solicited);
+
+/* QP */
+SR_HIDDEN struct sr_qp *sr_qp_get(uint32_t qpn);      /* lookup by number */
+SR_HIDDEN void sr_qp_error(struct sr_qp *qp);           /* lock held: move to ERR + flush */
+SR_HIDDEN void sr_qp_complete_send(struct sr_qp *qp, struct sr_swqe *w, enum ibv_wc_status st);
+SR_HIDDEN void sr_qp_flush(struct sr_qp *qp);
+SR_HIDDEN bool sr_rq_pop(struct sr_qp *qp, struct sr_rwqe *out, struct ibv_sge *sge_out);
+SR_HIDDEN void sr_qp_foreach(void (*fn)(struct sr_qp *qp, void *arg), void *arg);
+SR_HIDDEN int sr_qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+SR_HIDDEN int sr_qp_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+SR_HIDDEN int sr_srq_post_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+SR_HIDDEN int sr_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc);
+SR_HIDDEN int sr_req_notify_cq(struct ibv_cq *ibcq, int solicited_only);
+
+/* ---- messages between requester and responder -------------------------- */
+enum sr_op {
+	SR_OP_HELLO = 1,
+	SR_OP_SEND, SR_OP_WRITE, SR_OP_READ, SR_OP_CMP_SWP, SR_OP_FETCH_ADD,
+	SR_OP_ACK, SR_OP_NAK, SR_OP_RNR_NAK, SR_OP_READ_RESP, SR_OP_ATOMIC_RESP,
+	SR_OP_MAX
+};
+
+/* NAK syndromes (IBA 9.7.5.2.1 AETH NAK codes) */
+enum sr_nak { SR_NAK_PSN_SEQ = 0, SR_NAK_INV_REQ = 1, SR_NAK_REM_ACCESS = 2, SR_NAK_REM_OP = 3 };
+
+#define SR_F_IMM       0x01
+#define SR_F_SOLICITED 0x02
+#define SR_WIRE_MAGIC  0x5352u  /* "SR" */
+
+struct sr_hdr {
+	uint16_t magic;
+	uint8_t  op;
+	uint8_t  flags;
+	uint32_t syndrome;              /* NAK code, RNR timer, HELLO: instance */
+	uint32_t src_qpn, dst_qpn;
+	uint32_t psn;
+	uint32_t imm;                   /* network order as in the WR */
+	uint32_t rkey;
+	uint32_t pad;
+	uint64_t raddr;
+	uint64_t len;                   /* payload bytes (READ: bytes requested) */
+	uint64_t cmp_add, swap;         /* atomics; ATOMIC_RESP: original value */
+} __attribute__((packed));
+_Static_assert(sizeof(struct sr_hdr) == 64, "wire header size");
+
+/* where a message's payload comes from: memory (same process) or a socket */
+struct sr_src {
+	const struct iovec *iov;
+	int iovcnt, idx;
+	size_t off;
+	struct sr_conn *conn;
+	uint64_t left;
+};
+SR_HIDDEN int sr_src_copy(struct sr_src *s, void *dst, size_t len);
+SR_HIDDEN int sr_src_skip(struct sr_src *s, uint64_t len);
+
+/* net */
+SR_HIDDEN int sr_net_start(void);
+SR_HIDDEN uint32_t sr_net_instance(void);
+/* transmit a message from qp (requester or responder side) */
+SR_HIDDEN int sr_net_send(struct sr_qp *qp, struct sr_hdr *h, const struct iovec *iov, int iovcnt);
+/* reply on the path a request came from */
+SR_HIDDEN void sr_net_reply(struct sr_conn *conn, struct sr_hdr *h, const struct iovec *iov, int iovcnt);
+SR_HIDDEN void sr_net_qp_connect(struct sr_qp *qp);
+SR_HIDDEN void sr_net_qp_release(struct sr_qp *qp);
+SR_HIDDEN void sr_net_kick_timer(void);
+
+/* engines */
+SR_HIDDEN void sr_req_progress(struct sr_qp *qp);
+SR_HIDDEN void sr_resp_handle(struct sr_conn *from, struct sr_hdr *h, struct sr_src *src);
+SR_HIDDEN void sr_comp_handle(struct sr_hdr *h, struct sr_src *src);
+SR_HIDDEN void sr_comp_timer(struct sr_qp *qp, uint64_t now);
+SR_HIDDEN void sr_comp_peer_lost(struct sr_qp *qp);
+SR_HIDDEN uint64_t sr_rnr_timer_ns(uint8_t code);
+SR_HIDDEN uint64_t sr_timeout_ns(uint8_t code);
+
+#endif
