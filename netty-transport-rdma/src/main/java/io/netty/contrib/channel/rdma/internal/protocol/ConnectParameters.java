@@ -1,0 +1,146 @@
+package io.netty.contrib.channel.rdma.internal.protocol;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
+
+/**
+ * Flyweight over the connection parameters each side sends in the rdma_cm private data (the connect request
+ * and the accept). All fields are big-endian. See docs/PROTOCOL.md.
+ *
+ * <pre>
+ *  0  magic            u32  'NRDM'
+ *  4  version          u16
+ *  6  flags            u16  reserved, 0
+ *  8  ringAddress      u64  virtual address of the sender's receive ring
+ * 16  ringRkey         u32  rkey of the ring's memory region
+ * 20  ringSize         u32  bytes
+ * 24  recvCredits      u32  receive buffers posted for the peer before the first message
+ * 28  recvBufferSize   u32  bytes of one receive buffer (largest SEND the peer may post)
+ * </pre>
+ */
+public final class ConnectParameters {
+    public static final int MAGIC = 0x4E52444D;
+    public static final int VERSION = 1;
+
+    public static final int MAGIC_OFFSET = 0;
+    public static final int VERSION_OFFSET = 4;
+    public static final int FLAGS_OFFSET = 6;
+    public static final int RING_ADDRESS_OFFSET = 8;
+    public static final int RING_RKEY_OFFSET = 16;
+    public static final int RING_SIZE_OFFSET = 20;
+    public static final int RECV_CREDITS_OFFSET = 24;
+    public static final int RECV_BUFFER_SIZE_OFFSET = 28;
+    public static final int LENGTH = 32;
+
+    static final ValueLayout.OfShort U16 = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.BIG_ENDIAN);
+    static final ValueLayout.OfInt U32 = ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.BIG_ENDIAN);
+    static final ValueLayout.OfLong U64 = ValueLayout.JAVA_LONG_UNALIGNED.withOrder(ByteOrder.BIG_ENDIAN);
+
+    private MemorySegment segment;
+
+    public ConnectParameters wrap(MemorySegment segment) {
+        if (segment.byteSize() < LENGTH) {
+            throw new IllegalArgumentException("connect parameters need " + LENGTH + " bytes, got " + segment.byteSize());
+        }
+        this.segment = segment;
+        return this;
+    }
+
+    /** Writes magic, the current version and zero flags. */
+    public ConnectParameters writeHeader() {
+        segment.set(U32, MAGIC_OFFSET, MAGIC);
+        segment.set(U16, VERSION_OFFSET, (short) VERSION);
+        segment.set(U16, FLAGS_OFFSET, (short) 0);
+        return this;
+    }
+
+    /**
+     * Checks magic and version of parameters received from a peer.
+     *
+     * @throws ProtocolException naming what the peer sent
+     */
+    public ConnectParameters validate(int length) {
+        if (length < LENGTH) {
+            throw new ProtocolException("peer sent " + length + " bytes of connect parameters, expected at least "
+                    + LENGTH + ": not a netty-transport-rdma peer");
+        }
+        if (magic() != MAGIC) {
+            throw new ProtocolException(String.format(
+                    "peer sent connect parameters with magic 0x%08x, expected 0x%08x: not a netty-transport-rdma peer",
+                    magic(), MAGIC));
+        }
+        if (version() != VERSION) {
+            throw new ProtocolException("peer speaks protocol version " + version() + ", this side speaks "
+                    + VERSION);
+        }
+        if (ringSize() < 0 || recvCredits() <= 0 || recvBufferSize() < MessageHeader.LENGTH) {
+            throw new ProtocolException("peer sent invalid connect parameters: " + this);
+        }
+        return this;
+    }
+
+    public int magic() {
+        return segment.get(U32, MAGIC_OFFSET);
+    }
+
+    public int version() {
+        return Short.toUnsignedInt(segment.get(U16, VERSION_OFFSET));
+    }
+
+    public int flags() {
+        return Short.toUnsignedInt(segment.get(U16, FLAGS_OFFSET));
+    }
+
+    public long ringAddress() {
+        return segment.get(U64, RING_ADDRESS_OFFSET);
+    }
+
+    public ConnectParameters ringAddress(long value) {
+        segment.set(U64, RING_ADDRESS_OFFSET, value);
+        return this;
+    }
+
+    public int ringRkey() {
+        return segment.get(U32, RING_RKEY_OFFSET);
+    }
+
+    public ConnectParameters ringRkey(int value) {
+        segment.set(U32, RING_RKEY_OFFSET, value);
+        return this;
+    }
+
+    public int ringSize() {
+        return segment.get(U32, RING_SIZE_OFFSET);
+    }
+
+    public ConnectParameters ringSize(int value) {
+        segment.set(U32, RING_SIZE_OFFSET, value);
+        return this;
+    }
+
+    public int recvCredits() {
+        return segment.get(U32, RECV_CREDITS_OFFSET);
+    }
+
+    public ConnectParameters recvCredits(int value) {
+        segment.set(U32, RECV_CREDITS_OFFSET, value);
+        return this;
+    }
+
+    public int recvBufferSize() {
+        return segment.get(U32, RECV_BUFFER_SIZE_OFFSET);
+    }
+
+    public ConnectParameters recvBufferSize(int value) {
+        segment.set(U32, RECV_BUFFER_SIZE_OFFSET, value);
+        return this;
+    }
+
+    @Override
+    public String toString() {
+        return String.format("ConnectParameters{magic=0x%08x, version=%d, flags=%d, ringAddress=0x%x, ringRkey=0x%x,"
+                        + " ringSize=%d, recvCredits=%d, recvBufferSize=%d}",
+                magic(), version(), flags(), ringAddress(), ringRkey(), ringSize(), recvCredits(), recvBufferSize());
+    }
+}

@@ -1,0 +1,111 @@
+package io.netty.contrib.channel.rdma.internal.protocol;
+
+/**
+ * The receiver's side of the ring: where each incoming write lies, and which ring bytes may be returned to the
+ * writer as credit. Writes land in order but their buffers are released in any order (a reader may hold an
+ * early slice and free a later one), while ring space can only be handed back in order: a write's space is
+ * returned once it and every write before it are released.
+ *
+ * <p>Loop-thread confined. At most {@code capacity} writes may be outstanding (unreleased); the writer cannot
+ * exceed it because every write also consumes one of the receive credits this side granted.
+ */
+public final class RingReleases {
+    private final long ringSize;
+    private final long[] spans;      // aligned length + skipped tail of each outstanding write
+    private final boolean[] released;
+    private final int mask;
+    private long head;               // sequence of the oldest outstanding write
+    private long next;               // sequence the next write gets
+    private long position;           // ring offset the next write without WRAP lands at
+    private long owed;               // ring bytes released in order and not yet returned
+    private long lastOffset;
+
+    public RingReleases(long ringSize, int capacity) {
+        if (ringSize <= 0 || ringSize % Immediate.ALIGNMENT != 0) {
+            throw new IllegalArgumentException("ringSize: " + ringSize + " (expected: > 0 and a multiple of "
+                    + Immediate.ALIGNMENT + ')');
+        }
+        if (capacity <= 0) {
+            throw new IllegalArgumentException("capacity: " + capacity + " (expected: > 0)");
+        }
+        int size = Integer.highestOneBit(capacity - 1 | 1) << 1;
+        this.ringSize = ringSize;
+        this.spans = new long[size];
+        this.released = new boolean[size];
+        this.mask = size - 1;
+    }
+
+    /**
+     * Accounts an incoming write announced by {@code immediate}.
+     *
+     * @return the write's sequence number, to pass to {@link #release(long)}; {@link #lastOffset()} is where its
+     *         bytes lie
+     * @throws ProtocolException when the write does not fit where the protocol says it lands
+     */
+    public long arrive(int immediate) {
+        int length = Immediate.length(immediate);
+        if (length == 0) {
+            throw new ProtocolException("ring write of length 0");
+        }
+        if (next - head > mask) {
+            throw new ProtocolException("peer has more than " + (mask + 1) + " ring writes outstanding");
+        }
+        long aligned = Immediate.alignedLength(length);
+        long skipped = 0;
+        long offset = position;
+        if (Immediate.wrap(immediate)) {
+            skipped = ringSize - position;
+            offset = 0;
+        }
+        if (offset + aligned > ringSize) {
+            throw new ProtocolException("ring write of " + length + " bytes at offset " + offset
+                    + " overruns the " + ringSize + "-byte ring");
+        }
+        int slot = (int) next & mask;
+        spans[slot] = skipped + aligned;
+        released[slot] = false;
+        position = offset + aligned;
+        lastOffset = offset;
+        return next++;
+    }
+
+    public long lastOffset() {
+        return lastOffset;
+    }
+
+    /** Marks a write's bytes as no longer needed; returns ring space that became free in order. */
+    public void release(long sequence) {
+        if (sequence < head || sequence >= next || released[(int) sequence & mask]) {
+            throw new IllegalStateException("ring write " + sequence + " is not outstanding");
+        }
+        released[(int) sequence & mask] = true;
+        while (head < next && released[(int) head & mask]) {
+            owed += spans[(int) head & mask];
+            head++;
+        }
+    }
+
+    /** Ring bytes to return to the writer now; resets the count. */
+    public long takeOwed() {
+        long result = owed;
+        owed = 0;
+        return result;
+    }
+
+    public long owed() {
+        return owed;
+    }
+
+    public int outstanding() {
+        return (int) (next - head);
+    }
+
+    /** Ring bytes held by writes not yet released (with the tails they skipped). */
+    public long occupancy() {
+        long total = 0;
+        for (long s = head; s < next; s++) {
+            total += spans[(int) s & mask];
+        }
+        return total + owed;
+    }
+}

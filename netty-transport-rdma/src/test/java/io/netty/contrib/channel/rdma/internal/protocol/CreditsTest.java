@@ -1,0 +1,110 @@
+package io.netty.contrib.channel.rdma.internal.protocol;
+
+import org.junit.jupiter.api.Test;
+
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Random;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/** {@link SendWindow} and {@link RingReleases} against each other, as the two ends of one connection use them. */
+class CreditsTest {
+    @Test
+    void lastReceiveCreditIsReservedForCreditMessages() {
+        SendWindow window = new SendWindow(3, 0);
+        assertThat(window.tryAcquireMessage()).isTrue();
+        assertThat(window.tryAcquireMessage()).isTrue();
+        assertThat(window.tryAcquireMessage()).isFalse();
+        assertThat(window.tryAcquireCreditMessage()).isTrue();
+        assertThat(window.tryAcquireCreditMessage()).isFalse();
+        window.grant(2, 0);
+        assertThat(window.tryAcquireMessage()).isTrue();
+    }
+
+    @Test
+    void ringWritesWrapAndSpaceReturnsInOrderOnly() {
+        SendWindow writer = new SendWindow(16, 1024);
+        RingReleases reader = new RingReleases(1024, 16);
+
+        assertThat(writer.tryReserveRing(600)).isEqualTo(0);
+        long first = reader.arrive(Immediate.encode(600, writer.lastWrapped()));
+        assertThat(reader.lastOffset()).isZero();
+
+        assertThat(writer.tryReserveRing(300)).isEqualTo(640);
+        long second = reader.arrive(Immediate.encode(300, writer.lastWrapped()));
+        assertThat(reader.lastOffset()).isEqualTo(640);
+
+        // 64 bytes are left at the tail, the rest is in use: no room for 100 bytes.
+        assertThat(writer.tryReserveRing(100)).isEqualTo(-1);
+
+        reader.release(second);
+        assertThat(reader.takeOwed()).as("second cannot be returned before first").isZero();
+        reader.release(first);
+        long owed = reader.takeOwed();
+        assertThat(owed).isEqualTo(640 + 320);
+        writer.grant(0, owed);
+
+        assertThat(writer.tryReserveRing(100)).isEqualTo(0);
+        assertThat(writer.lastWrapped()).isTrue();
+        long third = reader.arrive(Immediate.encode(100, true));
+        assertThat(reader.lastOffset()).isZero();
+        reader.release(third);
+        assertThat(reader.takeOwed()).as("the skipped tail comes back with the write").isEqualTo(64 + 128);
+    }
+
+    @Test
+    void randomTrafficNeverOverlapsAndReturnsEverything() {
+        Random random = new Random(42);
+        long ringSize = 64 * 1024;
+        SendWindow writer = new SendWindow(64, ringSize);
+        RingReleases reader = new RingReleases(ringSize, 64);
+        List<long[]> held = new ArrayList<>(); // {sequence, offset, aligned}
+        for (int i = 0; i < 100_000; i++) {
+            if (random.nextInt(3) > 0) {
+                int length = 1 + random.nextInt(8192);
+                if (writer.tryAcquireMessage()) {
+                    long offset = writer.tryReserveRing(length);
+                    if (offset < 0) {
+                        writer.releaseUnused();
+                    } else {
+                        long seq = reader.arrive(Immediate.encode(length, writer.lastWrapped()));
+                        assertThat(reader.lastOffset()).isEqualTo(offset);
+                        long aligned = Immediate.alignedLength(length);
+                        for (long[] h : held) {
+                            assertThat(offset + aligned <= h[1] || h[1] + h[2] <= offset)
+                                    .as("write at %d overlaps a held one at %d", offset, h[1]).isTrue();
+                        }
+                        held.add(new long[] {seq, offset, aligned});
+                    }
+                }
+            } else if (!held.isEmpty()) {
+                Collections.shuffle(held, random);
+                reader.release(held.remove(held.size() - 1)[0]);
+                writer.grant(1, reader.takeOwed());
+            }
+        }
+        for (long[] h : held) {
+            reader.release(h[0]);
+        }
+        writer.grant(held.size(), reader.takeOwed());
+        assertThat(writer.ringFree()).isEqualTo(ringSize);
+        assertThat(writer.recvCredits()).isEqualTo(64);
+        assertThat(reader.outstanding()).isZero();
+    }
+
+    @Test
+    void hostileWritesAreProtocolErrors() {
+        RingReleases reader = new RingReleases(1024, 2);
+        assertThatThrownBy(() -> reader.arrive(2000)).isInstanceOf(ProtocolException.class)
+                .hasMessageContaining("overruns the 1024-byte ring");
+        reader.arrive(10);
+        reader.arrive(10);
+        assertThatThrownBy(() -> reader.arrive(10)).hasMessageContaining("more than 2 ring writes outstanding");
+        assertThatThrownBy(() -> reader.release(7)).isInstanceOf(IllegalStateException.class);
+        SendWindow writer = new SendWindow(2, 1024);
+        assertThatThrownBy(() -> writer.grant(0, 64)).isInstanceOf(ProtocolException.class);
+    }
+}

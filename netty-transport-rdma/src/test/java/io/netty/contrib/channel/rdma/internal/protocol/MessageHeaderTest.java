@@ -1,0 +1,54 @@
+package io.netty.contrib.channel.rdma.internal.protocol;
+
+import org.junit.jupiter.api.Test;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+class MessageHeaderTest {
+    @Test
+    void writesAndReadsAtAnOffset() {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment segment = arena.allocate(64);
+            new MessageHeader().wrap(segment, 16).write(MessageHeader.TYPE_DATA, 65535, 1 << 30);
+            MessageHeader header = new MessageHeader().wrap(segment, 16).validate(100);
+            assertThat(header.type()).isEqualTo(MessageHeader.TYPE_DATA);
+            assertThat(header.recvCredits()).isEqualTo(65535);
+            assertThat(header.ringCredits()).isEqualTo(1 << 30);
+            assertThat(header).hasToString("MessageHeader{type=DATA, flags=0, recvCredits=65535, ringCredits=1073741824}");
+        }
+    }
+
+    @Test
+    void rejectsMalformedMessages() {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment segment = arena.allocate(16);
+            MessageHeader header = new MessageHeader().wrap(segment, 0);
+            assertThatThrownBy(() -> header.validate(3)).isInstanceOf(ProtocolException.class)
+                    .hasMessageContaining("shorter than its 8-byte header");
+            segment.set(java.lang.foreign.ValueLayout.JAVA_BYTE, 0, (byte) 9);
+            assertThatThrownBy(() -> header.validate(8)).hasMessage("unknown message type 9");
+            header.write(MessageHeader.TYPE_CREDIT, 1, 0);
+            assertThatThrownBy(() -> header.validate(12)).hasMessage("message of type CREDIT carries 4 payload bytes");
+            header.write(MessageHeader.TYPE_SHUTDOWN, 0, 0);
+            segment.set(java.lang.foreign.ValueLayout.JAVA_BYTE, 1, (byte) 1);
+            assertThatThrownBy(() -> header.validate(8)).hasMessage("message header has unknown flags 1");
+            assertThatThrownBy(() -> header.write(MessageHeader.TYPE_DATA, 70000, 0))
+                    .isInstanceOf(IllegalArgumentException.class);
+        }
+    }
+
+    @Test
+    void immediateEncodesLengthAndWrap() {
+        int imm = Immediate.encode(12345, true);
+        assertThat(Immediate.length(imm)).isEqualTo(12345);
+        assertThat(Immediate.wrap(imm)).isTrue();
+        assertThat(Immediate.wrap(Immediate.encode(Immediate.LENGTH_MASK, false))).isFalse();
+        assertThat(Immediate.alignedLength(1)).isEqualTo(64);
+        assertThat(Immediate.alignedLength(128)).isEqualTo(128);
+        assertThatThrownBy(() -> Immediate.encode(0, false)).isInstanceOf(IllegalArgumentException.class);
+    }
+}
