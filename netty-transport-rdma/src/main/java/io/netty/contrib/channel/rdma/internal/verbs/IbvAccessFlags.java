@@ -1,0 +1,15 @@
+package io.netty.contrib.channel.rdma.internal.verbs;
+
+/** {@code enum ibv_access_flags}: memory region and queue pair access rights. */
+public final class IbvAccessFlags {
+    public static final int LOCAL_WRITE = 1;
+    public static final int REMOTE_WRITE = 1 << 1;
+    public static final int REMOTE_READ = 1 << 2;
+    public static final int REMOTE_ATOMIC = 1 << 3;
+    /** First of the optional flags a device may ignore (they need {@code ibv_reg_mr_iova2}). */
+    public static final int RELAXED_ORDERING = 1 << 20;
+    static final int OPTIONAL_RANGE = 0x3ff00000;
+
+    private IbvAccessFlags() {
+    }
+}

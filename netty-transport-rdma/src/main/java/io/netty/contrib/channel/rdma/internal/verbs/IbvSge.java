@@ -1,0 +1,21 @@
+package io.netty.contrib.channel.rdma.internal.verbs;
+
+import java.lang.foreign.GroupLayout;
+import java.lang.invoke.VarHandle;
+
+import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.*;
+
+/** {@code struct ibv_sge}: one scatter/gather element. */
+final class IbvSge {
+    static final GroupLayout LAYOUT = struct("ibv_sge",
+            U64.withName("addr"),
+            U32.withName("length"),
+            U32.withName("lkey"));
+    static final long SIZE = LAYOUT.byteSize();
+    static final VarHandle ADDR = field(LAYOUT, "addr");
+    static final VarHandle LENGTH = field(LAYOUT, "length");
+    static final VarHandle LKEY = field(LAYOUT, "lkey");
+
+    private IbvSge() {
+    }
+}

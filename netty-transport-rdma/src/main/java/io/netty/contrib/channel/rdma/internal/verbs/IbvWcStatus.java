@@ -1,0 +1,37 @@
+package io.netty.contrib.channel.rdma.internal.verbs;
+
+/** {@code enum ibv_wc_status}: the status of a work completion. */
+public final class IbvWcStatus {
+    public static final int SUCCESS = 0;
+    public static final int LOC_LEN_ERR = 1;
+    public static final int LOC_QP_OP_ERR = 2;
+    public static final int LOC_PROT_ERR = 4;
+    public static final int WR_FLUSH_ERR = 5;
+    public static final int BAD_RESP_ERR = 7;
+    public static final int LOC_ACCESS_ERR = 8;
+    public static final int REM_INV_REQ_ERR = 9;
+    public static final int REM_ACCESS_ERR = 10;
+    public static final int REM_OP_ERR = 11;
+    public static final int RETRY_EXC_ERR = 12;
+    public static final int RNR_RETRY_EXC_ERR = 13;
+    public static final int REM_ABORT_ERR = 16;
+    public static final int FATAL_ERR = 19;
+    public static final int RESP_TIMEOUT_ERR = 20;
+    public static final int GENERAL_ERR = 21;
+
+    private static final String[] NAMES = {
+        "SUCCESS", "LOC_LEN_ERR", "LOC_QP_OP_ERR", "LOC_EEC_OP_ERR", "LOC_PROT_ERR", "WR_FLUSH_ERR",
+        "MW_BIND_ERR", "BAD_RESP_ERR", "LOC_ACCESS_ERR", "REM_INV_REQ_ERR", "REM_ACCESS_ERR", "REM_OP_ERR",
+        "RETRY_EXC_ERR", "RNR_RETRY_EXC_ERR", "LOC_RDD_VIOL_ERR", "REM_INV_RD_REQ_ERR", "REM_ABORT_ERR",
+        "INV_EECN_ERR", "INV_EEC_STATE_ERR", "FATAL_ERR", "RESP_TIMEOUT_ERR", "GENERAL_ERR", "TM_ERR",
+        "TM_RNDV_INCOMPLETE",
+    };
+
+    private IbvWcStatus() {
+    }
+
+    /** The enum constant without its prefix, e.g. {@code "REM_ACCESS_ERR"}. */
+    public static String name(int status) {
+        return status >= 0 && status < NAMES.length ? NAMES[status] : "UNKNOWN(" + status + ")";
+    }
+}

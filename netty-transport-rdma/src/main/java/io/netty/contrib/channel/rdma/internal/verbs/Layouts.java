@@ -1,0 +1,111 @@
+package io.netty.contrib.channel.rdma.internal.verbs;
+
+import java.lang.foreign.GroupLayout;
+import java.lang.foreign.MemoryLayout;
+import java.lang.foreign.MemoryLayout.PathElement;
+import java.lang.foreign.SequenceLayout;
+import java.lang.foreign.StructLayout;
+import java.lang.foreign.UnionLayout;
+import java.lang.foreign.ValueLayout;
+import java.lang.invoke.VarHandle;
+import java.nio.ByteOrder;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Builds C struct layouts the way an x86_64 C compiler does (each member at its natural alignment, the whole
+ * padded to the largest alignment) and resolves dotted field paths ({@code "wr.rdma.rkey"}) to var handles.
+ * The layout test checks every named member against {@code offsetof}/{@code sizeof} from the real headers.
+ */
+final class Layouts {
+    static final ValueLayout.OfByte U8 = ValueLayout.JAVA_BYTE;
+    static final ValueLayout.OfShort U16 = ValueLayout.JAVA_SHORT;
+    static final ValueLayout.OfShort BE16 = ValueLayout.JAVA_SHORT.withOrder(ByteOrder.BIG_ENDIAN);
+    static final ValueLayout.OfInt U32 = ValueLayout.JAVA_INT;
+    static final ValueLayout.OfInt BE32 = ValueLayout.JAVA_INT.withOrder(ByteOrder.BIG_ENDIAN);
+    static final ValueLayout.OfLong U64 = ValueLayout.JAVA_LONG;
+    static final ValueLayout.OfLong BE64 = ValueLayout.JAVA_LONG.withOrder(ByteOrder.BIG_ENDIAN);
+    static final ValueLayout POINTER = ValueLayout.ADDRESS;
+    /** A pointer read and written as a plain {@code long} address: no segment object on the data path. */
+    static final ValueLayout.OfLong POINTER_BITS = ValueLayout.JAVA_LONG;
+
+    private Layouts() {
+    }
+
+    /** A C struct: padding inserted before members as alignment requires, and at the end. */
+    static StructLayout struct(String name, MemoryLayout... members) {
+        List<MemoryLayout> laid = new ArrayList<>();
+        long offset = 0;
+        long alignment = 1;
+        for (MemoryLayout member : members) {
+            long a = member.byteAlignment();
+            long aligned = align(offset, a);
+            if (aligned > offset) {
+                laid.add(MemoryLayout.paddingLayout(aligned - offset));
+            }
+            laid.add(member);
+            offset = aligned + member.byteSize();
+            alignment = Math.max(alignment, a);
+        }
+        long size = align(offset, alignment);
+        if (size > offset) {
+            laid.add(MemoryLayout.paddingLayout(size - offset));
+        }
+        return MemoryLayout.structLayout(laid.toArray(MemoryLayout[]::new)).withName(name);
+    }
+
+    /** A C union, padded to its largest alignment. */
+    static UnionLayout union(String name, MemoryLayout... members) {
+        long size = 0;
+        long alignment = 1;
+        for (MemoryLayout member : members) {
+            size = Math.max(size, member.byteSize());
+            alignment = Math.max(alignment, member.byteAlignment());
+        }
+        MemoryLayout[] all = members;
+        long padded = align(size, alignment);
+        if (padded > size) {
+            all = new MemoryLayout[members.length + 1];
+            System.arraycopy(members, 0, all, 0, members.length);
+            all[members.length] = MemoryLayout.paddingLayout(padded);
+        }
+        return MemoryLayout.unionLayout(all).withName(name);
+    }
+
+    /** A char/byte array member. */
+    static SequenceLayout bytes(String name, long length) {
+        return MemoryLayout.sequenceLayout(length, U8).withName(name);
+    }
+
+    /** An opaque member we never look into (e.g. {@code pthread_mutex_t}), with its size and alignment. */
+    static SequenceLayout opaque(String name, long size, long alignment) {
+        return MemoryLayout.sequenceLayout(size, U8).withByteAlignment(alignment).withName(name);
+    }
+
+    /** Bytes the bindings never name (compatibility slots, anonymous unions), with their C alignment. */
+    static SequenceLayout reserved(long size, long alignment) {
+        return MemoryLayout.sequenceLayout(size, U8).withByteAlignment(alignment);
+    }
+
+    static PathElement[] path(String dotted) {
+        String[] names = dotted.split("\\.");
+        PathElement[] path = new PathElement[names.length];
+        for (int i = 0; i < names.length; i++) {
+            path[i] = PathElement.groupElement(names[i]);
+        }
+        return path;
+    }
+
+    /** Var handle for a field: coordinates are {@code (MemorySegment segment, long structOffset)}. */
+    static VarHandle field(GroupLayout layout, String dotted) {
+        return layout.varHandle(path(dotted));
+    }
+
+    static long offset(GroupLayout layout, String dotted) {
+        return layout.byteOffset(path(dotted));
+    }
+
+    private static long align(long offset, long alignment) {
+        return (offset + alignment - 1) & -alignment;
+    }
+}

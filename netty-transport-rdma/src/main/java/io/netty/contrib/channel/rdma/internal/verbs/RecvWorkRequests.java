@@ -1,0 +1,120 @@
+package io.netty.contrib.channel.rdma.internal.verbs;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.Objects;
+
+/**
+ * A reusable native array of {@code struct ibv_recv_wr}, each with its own SGE list of {@link #maxSge()} entries,
+ * posted by {@link QueuePair#postRecv} or {@link SharedReceiveQueue#postRecv}. Nothing here allocates after
+ * construction.
+ */
+public final class RecvWorkRequests implements AutoCloseable {
+    private final Arena arena = Arena.ofShared();
+    private final int capacity;
+    private final int maxSge;
+    private final MemorySegment wrs;
+    private final MemorySegment sges;
+    final long base;
+    final MemorySegment badWr;
+    private boolean closed;
+
+    public RecvWorkRequests(int capacity, int maxSge) {
+        if (capacity <= 0 || maxSge <= 0) {
+            throw new IllegalArgumentException("capacity " + capacity + ", maxSge " + maxSge + " (expected: > 0)");
+        }
+        this.capacity = capacity;
+        this.maxSge = maxSge;
+        this.wrs = arena.allocate(IbvRecvWr.LAYOUT, capacity);
+        this.sges = arena.allocate(IbvSge.LAYOUT, (long) capacity * maxSge);
+        this.badWr = arena.allocate(Layouts.POINTER_BITS);
+        this.base = wrs.address();
+        for (int i = 0; i < capacity; i++) {
+            IbvRecvWr.SG_LIST.set(wrs, i * IbvRecvWr.SIZE, sges.address() + (long) i * maxSge * IbvSge.SIZE);
+        }
+    }
+
+    public int capacity() {
+        return capacity;
+    }
+
+    public int maxSge() {
+        return maxSge;
+    }
+
+    /** Request {@code i} receives into {@code length} bytes at {@code offset} of {@code mr} (one SGE). */
+    public RecvWorkRequests set(int i, long wrId, MemoryRegion mr, long offset, int length) {
+        wrId(i, wrId);
+        numSge(i, 0);
+        return sge(i, 0, mr, offset, length);
+    }
+
+    public RecvWorkRequests wrId(int i, long wrId) {
+        IbvRecvWr.WR_ID.set(wrs, offset(i), wrId);
+        return this;
+    }
+
+    /** SGE {@code j} of request {@code i}: {@code length} bytes at {@code offset} in {@code mr}. */
+    public RecvWorkRequests sge(int i, int j, MemoryRegion mr, long offset, int length) {
+        mr.checkRange(offset, length);
+        long o = offset(i);
+        long s = (Objects.checkIndex(j, maxSge) + (long) i * maxSge) * IbvSge.SIZE;
+        IbvSge.ADDR.set(sges, s, mr.addr() + offset);
+        IbvSge.LENGTH.set(sges, s, length);
+        IbvSge.LKEY.set(sges, s, mr.lkey());
+        if ((int) IbvRecvWr.NUM_SGE.get(wrs, o) <= j) {
+            IbvRecvWr.NUM_SGE.set(wrs, o, j + 1);
+        }
+        return this;
+    }
+
+    /** The number of SGEs of request {@code i} (0 to {@link #maxSge()}). */
+    public RecvWorkRequests numSge(int i, int numSge) {
+        if (numSge < 0 || numSge > maxSge) {
+            throw new IllegalArgumentException("numSge: " + numSge + " (expected: 0-" + maxSge + ")");
+        }
+        IbvRecvWr.NUM_SGE.set(wrs, offset(i), numSge);
+        return this;
+    }
+
+    public long wrId(int i) {
+        return (long) IbvRecvWr.WR_ID.get(wrs, offset(i));
+    }
+
+    /** Links requests {@code first .. first + count - 1} into one list; returns the head's address. */
+    long chain(int first, int count) {
+        checkOpen();
+        Objects.checkFromIndexSize(first, count, capacity);
+        if (count == 0) {
+            throw new IllegalArgumentException("count: 0 (expected: > 0)");
+        }
+        long last = (long) (first + count - 1) * IbvRecvWr.SIZE;
+        for (long o = (long) first * IbvRecvWr.SIZE; o < last; o += IbvRecvWr.SIZE) {
+            IbvRecvWr.NEXT.set(wrs, o, base + o + IbvRecvWr.SIZE);
+        }
+        IbvRecvWr.NEXT.set(wrs, last, 0L);
+        return base + (long) first * IbvRecvWr.SIZE;
+    }
+
+    int indexOf(long address) {
+        return (int) ((address - base) / IbvRecvWr.SIZE);
+    }
+
+    void checkOpen() {
+        if (closed) {
+            throw new IllegalStateException("RecvWorkRequests is closed");
+        }
+    }
+
+    private long offset(int i) {
+        return Objects.checkIndex(i, capacity) * IbvRecvWr.SIZE;
+    }
+
+    @Override
+    public void close() {
+        if (!closed) {
+            closed = true;
+            arena.close();
+        }
+    }
+}

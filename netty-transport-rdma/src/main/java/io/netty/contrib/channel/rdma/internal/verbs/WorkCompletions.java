@@ -1,0 +1,113 @@
+package io.netty.contrib.channel.rdma.internal.verbs;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.Objects;
+
+/**
+ * A reusable native array of {@code struct ibv_wc} that {@link CompletionQueue#poll} fills; typed accessors by
+ * index. Allocated once, read without allocating. {@link #close()} frees the memory.
+ */
+public final class WorkCompletions implements AutoCloseable {
+    /** {@code IBV_WC_WITH_IMM} of {@code enum ibv_wc_flags}. */
+    private static final int IBV_WC_WITH_IMM = 1 << 1;
+
+    private final Arena arena = Arena.ofShared();
+    private final int capacity;
+    private final MemorySegment segment;
+    final long base;
+    private boolean closed;
+
+    public WorkCompletions(int capacity) {
+        if (capacity <= 0) {
+            throw new IllegalArgumentException("capacity: " + capacity + " (expected: > 0)");
+        }
+        this.capacity = capacity;
+        this.segment = arena.allocate(IbvWc.LAYOUT, capacity);
+        this.base = segment.address();
+    }
+
+    public int capacity() {
+        return capacity;
+    }
+
+    public long wrId(int i) {
+        return (long) IbvWc.WR_ID.get(segment, offset(i));
+    }
+
+    /** {@link IbvWcStatus}. */
+    public int status(int i) {
+        return (int) IbvWc.STATUS.get(segment, offset(i));
+    }
+
+    /** {@link IbvWcOpcode}; only valid when {@link #status} is SUCCESS. */
+    public int opcode(int i) {
+        return (int) IbvWc.OPCODE.get(segment, offset(i));
+    }
+
+    public int vendorErr(int i) {
+        return (int) IbvWc.VENDOR_ERR.get(segment, offset(i));
+    }
+
+    public int byteLen(int i) {
+        return (int) IbvWc.BYTE_LEN.get(segment, offset(i));
+    }
+
+    /** The immediate value in host byte order (it travels in network order); valid if {@link #hasImm}. */
+    public int immData(int i) {
+        return (int) IbvWc.IMM_DATA.get(segment, offset(i));
+    }
+
+    public int qpNum(int i) {
+        return (int) IbvWc.QP_NUM.get(segment, offset(i));
+    }
+
+    public int srcQp(int i) {
+        return (int) IbvWc.SRC_QP.get(segment, offset(i));
+    }
+
+    /** {@code IBV_WC_GRH} = 1, {@code IBV_WC_WITH_IMM} = 2. */
+    public int wcFlags(int i) {
+        return (int) IbvWc.WC_FLAGS.get(segment, offset(i));
+    }
+
+    public boolean hasImm(int i) {
+        return (wcFlags(i) & IBV_WC_WITH_IMM) != 0;
+    }
+
+    /** The library's description of {@link #status} ({@code ibv_wc_status_str}), e.g. "remote access error". */
+    public String statusString(int i) {
+        int status = status(i);
+        try {
+            return ((MemorySegment) LibIbverbs.IBV_WC_STATUS_STR.invokeExact(status)).reinterpret(256).getString(0);
+        } catch (Throwable t) {
+            throw LibIbverbs.rethrow(t);
+        }
+    }
+
+    /** Every field of entry {@code i}, for logs and assertion messages. */
+    public String toString(int i) {
+        return "ibv_wc[wr_id=" + wrId(i) + ", status=" + IbvWcStatus.name(status(i)) + ", opcode="
+                + IbvWcOpcode.name(opcode(i)) + ", byte_len=" + byteLen(i) + ", imm_data=0x"
+                + Integer.toHexString(immData(i)) + ", qp_num=" + qpNum(i) + ", wc_flags=" + wcFlags(i)
+                + ", vendor_err=" + vendorErr(i) + "]";
+    }
+
+    void checkOpen() {
+        if (closed) {
+            throw new IllegalStateException("WorkCompletions is closed");
+        }
+    }
+
+    private long offset(int i) {
+        return Objects.checkIndex(i, capacity) * IbvWc.SIZE;
+    }
+
+    @Override
+    public void close() {
+        if (!closed) {
+            closed = true;
+            arena.close();
+        }
+    }
+}
