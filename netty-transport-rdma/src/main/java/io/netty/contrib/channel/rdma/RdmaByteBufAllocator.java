@@ -1,0 +1,168 @@
+package io.netty.contrib.channel.rdma;
+
+import io.netty.buffer.AbstractByteBufAllocator;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufAllocatorMetric;
+import io.netty.buffer.ByteBufAllocatorMetricProvider;
+import io.netty.buffer.UnpooledHeapByteBuf;
+import io.netty.contrib.channel.rdma.internal.memory.MemoryRegistrar;
+import io.netty.contrib.channel.rdma.internal.memory.RegisteredMemoryPool;
+import io.netty.util.internal.StringUtil;
+
+import static io.netty.util.internal.ObjectUtil.checkNotNull;
+import static io.netty.util.internal.ObjectUtil.checkPositive;
+import static io.netty.util.internal.ObjectUtil.checkPositiveOrZero;
+
+/**
+ * The RDMA channels' default {@link io.netty.buffer.ByteBufAllocator}: pooled direct buffers in memory registered
+ * with the RDMA device, so that reads and writes through {@code ctx.alloc()} reach the wire without a copy.
+ *
+ * <p>Memory comes in large chunks (4 MiB by default), page-aligned (2 MiB-aligned when the size allows, so that
+ * transparent huge pages can back them where THP is enabled), touched, then registered once for local access
+ * only; buffers are carved
+ * out of them in power-of-two size classes. Event-loop threads keep a small cache per size class; other threads
+ * share the pool under a lock. A buffer larger than {@code maxPooledCapacity} gets its own registered chunk,
+ * freed on release, so very large buffers are costly: prefer several smaller ones.
+ *
+ * <p>Buffers behave like any pooled Netty buffer: reference counted, leak-detected, releasable on any thread,
+ * growing within registered memory. {@link #heapBuffer()} returns ordinary unpooled heap buffers, which the
+ * transport copies once into registered memory when they are written.
+ *
+ * <p>The transport creates one allocator per protection domain and {@linkplain #close() closes} it when its event
+ * loop group terminates: every chunk is deregistered and freed, and any further allocation fails with
+ * {@link IllegalStateException}. Registration failures (typically {@code RLIMIT_MEMLOCK}) are reported by an
+ * exception that names the limit and how to raise it.
+ */
+public final class RdmaByteBufAllocator extends AbstractByteBufAllocator
+        implements ByteBufAllocatorMetricProvider, AutoCloseable {
+
+    /** Default size of the chunks registered with the device. */
+    public static final int DEFAULT_CHUNK_SIZE = 4 << 20;
+    /** Default largest buffer served from chunks; larger buffers get a dedicated registration. */
+    public static final int DEFAULT_MAX_POOLED_CAPACITY = 1 << 20;
+    /** Default number of empty chunks kept registered for reuse. */
+    public static final int DEFAULT_MAX_EMPTY_CHUNKS = 2;
+
+    private static final int MIN_CHUNK_SIZE = 64 << 10;
+    private static final int MAX_CHUNK_SIZE = 1 << 30;
+    private static final int MIN_POOLED_CAPACITY = 64;
+
+    private final RegisteredMemoryPool pool;
+    private final Metric metric = new Metric();
+
+    /** An allocator with the default chunk size, pooled maximum and retention. */
+    public RdmaByteBufAllocator(MemoryRegistrar registrar) {
+        this(registrar, DEFAULT_CHUNK_SIZE, DEFAULT_MAX_POOLED_CAPACITY, DEFAULT_MAX_EMPTY_CHUNKS);
+    }
+
+    /**
+     * @param registrar         registers chunks with the device (the transport provides it)
+     * @param chunkSize         bytes registered at a time: a power of two from 64 KiB to 1 GiB
+     * @param maxPooledCapacity largest buffer carved from chunks: a power of two from 64 B to {@code chunkSize}
+     * @param maxEmptyChunks    empty chunks kept registered for reuse before they are deregistered and freed
+     */
+    public RdmaByteBufAllocator(MemoryRegistrar registrar, int chunkSize, int maxPooledCapacity, int maxEmptyChunks) {
+        super(true);
+        checkNotNull(registrar, "registrar");
+        checkPowerOfTwo(chunkSize, "chunkSize", MIN_CHUNK_SIZE, MAX_CHUNK_SIZE);
+        checkPowerOfTwo(maxPooledCapacity, "maxPooledCapacity", MIN_POOLED_CAPACITY, chunkSize);
+        checkPositiveOrZero(maxEmptyChunks, "maxEmptyChunks");
+        pool = new RegisteredMemoryPool(registrar, chunkSize, maxPooledCapacity, maxEmptyChunks);
+    }
+
+    private static void checkPowerOfTwo(int value, String name, int min, int max) {
+        checkPositive(value, name);
+        if (Integer.bitCount(value) != 1 || value < min || value > max) {
+            throw new IllegalArgumentException(name + ": " + value + " (expected: a power of two in [" + min + ", "
+                    + max + "])");
+        }
+    }
+
+    @Override
+    protected ByteBuf newDirectBuffer(int initialCapacity, int maxCapacity) {
+        return toLeakAwareBuffer(pool.allocate(this, initialCapacity, maxCapacity));
+    }
+
+    /** Heap buffers are not pooled: the device cannot use them, and the JVM's heap is cheap for them. */
+    @Override
+    protected ByteBuf newHeapBuffer(int initialCapacity, int maxCapacity) {
+        ensureOpen();
+        return new UnpooledHeapByteBuf(this, initialCapacity, maxCapacity);
+    }
+
+    @Override
+    public boolean isDirectBufferPooled() {
+        return true;
+    }
+
+    /** Returns what the calling thread caches to the shared pool, e.g. before an event loop goes idle. */
+    public void trimCurrentThreadCache() {
+        pool.trimCurrentThreadCache();
+    }
+
+    @Override
+    public Metric metric() {
+        return metric;
+    }
+
+    /** The pool behind this allocator, for the transport (lkeys, protection-domain checks). */
+    RegisteredMemoryPool pool() {
+        return pool;
+    }
+
+    private void ensureOpen() {
+        if (pool.isClosed()) {
+            throw new IllegalStateException("RdmaByteBufAllocator is closed");
+        }
+    }
+
+    /**
+     * Deregisters and frees all memory. Buffers still alive fail on access (with an exception, never a crash);
+     * releasing them is harmless. Idempotent.
+     */
+    @Override
+    public void close() {
+        pool.close();
+    }
+
+    @Override
+    public String toString() {
+        return StringUtil.simpleClassName(this) + "(chunkSize: " + pool.chunkSize()
+                + ", maxPooledCapacity: " + pool.maxPooledCapacity() + ", " + metric + ')';
+    }
+
+    /** Memory in use and registered by an {@link RdmaByteBufAllocator}. */
+    public final class Metric implements ByteBufAllocatorMetric {
+
+        private Metric() {
+        }
+
+        /** Heap buffers are not tracked: always -1. */
+        @Override
+        public long usedHeapMemory() {
+            return -1;
+        }
+
+        /** Bytes held by live direct buffers (whole size-class slots). */
+        @Override
+        public long usedDirectMemory() {
+            return pool.usedMemory();
+        }
+
+        /** Bytes registered with the device, including free and cached memory. */
+        public long registeredMemory() {
+            return pool.registeredMemory();
+        }
+
+        /** Registered chunks, pooled and dedicated. */
+        public int chunkCount() {
+            return pool.chunkCount();
+        }
+
+        @Override
+        public String toString() {
+            return "usedDirectMemory: " + usedDirectMemory() + ", registeredMemory: " + registeredMemory()
+                    + ", chunks: " + chunkCount();
+        }
+    }
+}

@@ -1,0 +1,142 @@
+package io.netty.contrib.channel.rdma.internal.memory;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+
+/**
+ * A block of native memory registered once with the device. A pooled chunk is split into pages handed out as
+ * runs (one power-of-two size class each) or as {@link Slab}s of small slots; a dedicated chunk backs one buffer
+ * larger than the pooled maximum. Pages are tracked under the pool's lock.
+ */
+final class Chunk {
+    static final long OS_PAGE_SIZE = 4096;
+    /** Transparent huge pages can only back 2 MiB-aligned ranges. */
+    static final long HUGE_PAGE_SIZE = 2L << 20;
+
+    /** Shared, so buffers may be used and released on any thread and the chunk freed from any thread. */
+    private final Arena arena;
+    final MemorySegment memory;
+    final long address;
+    final long size;
+    final int lkey;
+    private final MemoryRegistrar.Registration registration;
+
+    // Page bookkeeping; null for a dedicated chunk.
+    final Slab[] slabs;
+    private final long[] usedPages;
+    final int pageCount;
+    int freePages;
+
+    private Chunk(Arena arena, MemorySegment memory, MemoryRegistrar.Registration registration, int pageSize) {
+        this.arena = arena;
+        this.memory = memory;
+        this.registration = registration;
+        address = memory.address();
+        size = memory.byteSize();
+        lkey = registration.lkey();
+        if (pageSize > 0) {
+            pageCount = (int) (size / pageSize);
+            slabs = new Slab[pageCount];
+            usedPages = new long[(pageCount + 63) >>> 6];
+            freePages = pageCount;
+        } else {
+            pageCount = 0;
+            slabs = null;
+            usedPages = null;
+        }
+    }
+
+    /**
+     * Allocates, touches and registers a chunk. {@code pageSize} is 0 for a dedicated chunk.
+     *
+     * @throws MemoryRegistrationException if the registrar refuses; nothing is left allocated
+     */
+    static Chunk create(long size, int pageSize, MemoryRegistrar registrar, long alreadyRegistered) {
+        long alignment = size % HUGE_PAGE_SIZE == 0 ? HUGE_PAGE_SIZE : OS_PAGE_SIZE;
+        Arena arena = Arena.ofShared();
+        try {
+            MemorySegment memory = arena.allocate(size, alignment);
+            // Registration pins the pages present now. A page first touched later (or shared copy-on-write with
+            // the zero page) would be replaced by a new physical page the device never sees: silent corruption.
+            for (long offset = 0; offset < size; offset += OS_PAGE_SIZE) {
+                memory.set(ValueLayout.JAVA_BYTE, offset, (byte) 0);
+            }
+            MemoryRegistrar.Registration registration;
+            try {
+                registration = registrar.register(memory);
+            } catch (RuntimeException e) {
+                throw MemoryRegistrationException.of(size, alreadyRegistered, e);
+            }
+            return new Chunk(arena, memory, registration, pageSize);
+        } catch (Throwable t) {
+            arena.close();
+            throw t;
+        }
+    }
+
+    boolean isDedicated() {
+        return slabs == null;
+    }
+
+    boolean isEmpty() {
+        return freePages == pageCount;
+    }
+
+    /** Finds {@code pages} (a power of two) free pages aligned to their count and marks them used; -1 if none. */
+    int allocatePages(int pages) {
+        if (freePages < pages) {
+            return -1;
+        }
+        for (int page = 0; page + pages <= pageCount; page += pages) {
+            if (isFree(page, pages)) {
+                mark(page, pages, true);
+                freePages -= pages;
+                return page;
+            }
+        }
+        return -1;
+    }
+
+    void freePages(int page, int pages) {
+        mark(page, pages, false);
+        freePages += pages;
+    }
+
+    private boolean isFree(int page, int pages) {
+        if (pages >= 64) {
+            for (int word = page >>> 6, end = (page + pages) >>> 6; word < end; word++) {
+                if (usedPages[word] != 0) {
+                    return false;
+                }
+            }
+            return true;
+        }
+        return (usedPages[page >>> 6] & mask(page, pages)) == 0;
+    }
+
+    private void mark(int page, int pages, boolean used) {
+        if (pages >= 64) {
+            for (int word = page >>> 6, end = (page + pages) >>> 6; word < end; word++) {
+                usedPages[word] = used ? -1L : 0;
+            }
+        } else if (used) {
+            usedPages[page >>> 6] |= mask(page, pages);
+        } else {
+            usedPages[page >>> 6] &= ~mask(page, pages);
+        }
+    }
+
+    private static long mask(int page, int pages) {
+        return ((1L << pages) - 1) << (page & 63);
+    }
+
+    /** Deregisters, then frees. Buffers still pointing here fail on access instead of touching freed memory. */
+    void free() {
+        try {
+            registration.close();
+        } finally {
+            arena.close();
+        }
+    }
+}

@@ -1,0 +1,367 @@
+package io.netty.contrib.channel.rdma.internal.memory;
+
+import io.netty.buffer.ByteBufAllocator;
+import io.netty.util.concurrent.FastThreadLocal;
+import io.netty.util.concurrent.FastThreadLocalThread;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.atomic.LongAdder;
+
+import static io.netty.util.internal.ObjectUtil.checkNotNull;
+
+/**
+ * Registered memory carved into power-of-two size classes, from {@value #MIN_SIZE} B up to the maximum pooled
+ * capacity. Classes below {@value #PAGE_SIZE} B are slots of {@link Slab}s, larger ones aligned runs of pages.
+ * Event-loop threads keep a bounded {@link ThreadCache} per class; the shared structures behind it take this
+ * pool's lock. A capacity above the pooled maximum gets a dedicated chunk, registered on allocation and freed on
+ * release.
+ *
+ * <p>Chunks are registered only when created. Empty pooled chunks beyond {@code maxEmptyChunks} are deregistered
+ * and freed.
+ */
+public final class RegisteredMemoryPool {
+    private static final int MIN_SHIFT = 6;
+    static final int MIN_SIZE = 1 << MIN_SHIFT;
+    static final int PAGE_SIZE = 64 * 1024;
+    /** The bytes one thread may cache per size class, and the most slots it caches per class. */
+    private static final int CACHE_BYTES_PER_CLASS = 128 * 1024;
+    private static final int CACHE_MAX_ENTRIES = 256;
+
+    private final MemoryRegistrar registrar;
+    private final int chunkSize;
+    private final int maxPooledCapacity;
+    private final int maxEmptyChunks;
+    private final int[] cacheCapacities;
+    private final FastThreadLocal<ThreadCache> threadCaches;
+    private final ThreadCache noCache;
+
+    // Guarded by this.
+    private final Slab[] partialSlabs;
+    private final List<Chunk> pooledChunks = new ArrayList<>();
+    private final List<Chunk> dedicatedChunks = new ArrayList<>();
+    private int emptyChunks;
+    /** Second results of {@link #take(int)} and {@link #takePages(int)}, which return the chunk. */
+    private int takenOffset;
+    private int takenPage;
+
+    private volatile boolean closed;
+    private volatile long registeredBytes;
+    private volatile int chunkCount;
+    private final LongAdder usedBytes = new LongAdder();
+
+    /**
+     * @param chunkSize         power of two, at least {@value #PAGE_SIZE}
+     * @param maxPooledCapacity power of two, {@value #MIN_SIZE} .. {@code chunkSize}
+     * @param maxEmptyChunks    empty pooled chunks kept registered for reuse
+     */
+    public RegisteredMemoryPool(MemoryRegistrar registrar, int chunkSize, int maxPooledCapacity, int maxEmptyChunks) {
+        this.registrar = checkNotNull(registrar, "registrar");
+        this.chunkSize = chunkSize;
+        this.maxPooledCapacity = maxPooledCapacity;
+        this.maxEmptyChunks = maxEmptyChunks;
+        int classes = sizeClass(maxPooledCapacity) + 1;
+        partialSlabs = new Slab[classes];
+        cacheCapacities = new int[classes];
+        for (int c = 0; c < classes; c++) {
+            cacheCapacities[c] = Math.min(CACHE_MAX_ENTRIES, CACHE_BYTES_PER_CLASS / classSize(c));
+        }
+        noCache = new ThreadCache(this, new int[classes]);
+        threadCaches = new FastThreadLocal<>() {
+            @Override
+            protected ThreadCache initialValue() {
+                // Only threads that run FastThreadLocal.removeAll() on exit (Netty's event loops) get a cache:
+                // anything cached by another thread would be lost with it. Netty's pooled allocator does the same.
+                return FastThreadLocalThread.currentThreadWillCleanupFastThreadLocals()
+                        ? new ThreadCache(RegisteredMemoryPool.this, cacheCapacities) : noCache;
+            }
+
+            @Override
+            protected void onRemoval(ThreadCache cache) {
+                cache.flush();
+            }
+        };
+    }
+
+    static int sizeClass(int capacity) {
+        return capacity <= MIN_SIZE ? 0 : 32 - Integer.numberOfLeadingZeros(capacity - 1) - MIN_SHIFT;
+    }
+
+    static int classSize(int sizeClass) {
+        return MIN_SIZE << sizeClass;
+    }
+
+    /** A new buffer of {@code initialCapacity}, reference count 1, not yet leak-tracked. */
+    public RegisteredByteBuf allocate(ByteBufAllocator alloc, int initialCapacity, int maxCapacity) {
+        RegisteredByteBuf buf = RegisteredByteBuf.newInstance(alloc, this, maxCapacity);
+        allocate(buf, initialCapacity);
+        return buf;
+    }
+
+    /** Points {@code buf} at new memory of at least {@code capacity} bytes; its old memory is the caller's. */
+    void allocate(RegisteredByteBuf buf, int capacity) {
+        ensureOpen();
+        if (capacity > maxPooledCapacity) {
+            Chunk chunk = allocateDedicated(capacity);
+            buf.setMemory(chunk, 0, (int) Math.min(chunk.size, Integer.MAX_VALUE), capacity);
+        } else {
+            int sizeClass = sizeClass(capacity);
+            if (!threadCaches.get().allocate(sizeClass, buf, capacity)) {
+                synchronized (this) {
+                    ensureOpen();
+                    Chunk chunk = take(sizeClass);
+                    buf.setMemory(chunk, takenOffset, classSize(sizeClass), capacity);
+                }
+            }
+        }
+        usedBytes.add(buf.slotLength());
+    }
+
+    /** Gives back memory that {@link #allocate(RegisteredByteBuf, int)} handed out. */
+    void free(Chunk chunk, int offset, int slotLength) {
+        usedBytes.add(-slotLength);
+        if (closed) {
+            return; // close() freed the chunk
+        }
+        if (chunk.isDedicated()) {
+            synchronized (this) {
+                if (!closed && dedicatedChunks.remove(chunk)) {
+                    destroy(chunk);
+                }
+            }
+            return;
+        }
+        int sizeClass = sizeClass(slotLength);
+        if (!threadCaches.get().free(sizeClass, chunk, offset)) {
+            synchronized (this) {
+                giveBack(sizeClass, chunk, offset);
+            }
+        }
+    }
+
+    /** Fills a thread cache with up to {@code count} slots of {@code sizeClass}; returns how many. */
+    synchronized int takeBatch(int sizeClass, Chunk[] chunks, int[] offsets, int count) {
+        if (closed) {
+            return 0;
+        }
+        for (int i = 0; i < count; i++) {
+            try {
+                chunks[i] = take(sizeClass);
+            } catch (RuntimeException e) {
+                if (i == 0) {
+                    throw e;
+                }
+                return i; // what was taken is usable; the next refill reports the failure
+            }
+            offsets[i] = takenOffset;
+        }
+        return count;
+    }
+
+    /** Takes back slots from a thread cache. */
+    synchronized void giveBackBatch(int sizeClass, Chunk[] chunks, int[] offsets, int from, int to) {
+        for (int i = from; i < to; i++) {
+            giveBack(sizeClass, chunks[i], offsets[i]);
+            chunks[i] = null;
+        }
+    }
+
+    /** Takes one slot: returns its chunk and leaves its offset in {@link #takenOffset}. Holds the lock. */
+    private Chunk take(int sizeClass) {
+        int size = classSize(sizeClass);
+        if (size >= PAGE_SIZE) {
+            Chunk chunk = takePages(size / PAGE_SIZE);
+            takenOffset = takenPage * PAGE_SIZE;
+            return chunk;
+        }
+        Slab slab = partialSlabs[sizeClass];
+        if (slab == null) {
+            Chunk chunk = takePages(1);
+            int page = takenPage;
+            slab = chunk.slabs[page];
+            if (slab == null) {
+                slab = chunk.slabs[page] = new Slab(chunk, page, PAGE_SIZE);
+            }
+            slab.init(sizeClass, size, PAGE_SIZE);
+            link(slab);
+        }
+        takenOffset = slab.allocate();
+        if (slab.isFull()) {
+            unlink(slab);
+        }
+        return slab.chunk;
+    }
+
+    private void giveBack(int sizeClass, Chunk chunk, int offset) {
+        if (closed) {
+            return; // the chunk is already freed
+        }
+        int size = classSize(sizeClass);
+        if (size >= PAGE_SIZE) {
+            givePagesBack(chunk, offset / PAGE_SIZE, size / PAGE_SIZE);
+            return;
+        }
+        Slab slab = chunk.slabs[offset / PAGE_SIZE];
+        boolean wasFull = slab.isFull();
+        slab.free(offset);
+        if (slab.isEmpty()) {
+            if (!wasFull) {
+                unlink(slab);
+            }
+            givePagesBack(chunk, slab.page, 1);
+        } else if (wasFull) {
+            link(slab);
+        }
+    }
+
+    /** Takes an aligned run of pages: returns its chunk and leaves the first page in {@link #takenPage}. */
+    private Chunk takePages(int pages) {
+        for (Chunk chunk : pooledChunks) {
+            boolean wasEmpty = chunk.isEmpty();
+            int page = chunk.allocatePages(pages);
+            if (page >= 0) {
+                if (wasEmpty) {
+                    emptyChunks--;
+                }
+                takenPage = page;
+                return chunk;
+            }
+        }
+        Chunk chunk = Chunk.create(chunkSize, PAGE_SIZE, registrar, registeredBytes);
+        pooledChunks.add(chunk);
+        registered(chunk.size, 1);
+        takenPage = chunk.allocatePages(pages);
+        return chunk;
+    }
+
+    private void givePagesBack(Chunk chunk, int page, int pages) {
+        chunk.freePages(page, pages);
+        if (chunk.isEmpty() && ++emptyChunks > maxEmptyChunks) {
+            emptyChunks--;
+            pooledChunks.remove(chunk);
+            destroy(chunk);
+        }
+    }
+
+    private synchronized Chunk allocateDedicated(int capacity) {
+        ensureOpen();
+        long size = capacity >= Chunk.HUGE_PAGE_SIZE
+                ? roundUp(capacity, Chunk.HUGE_PAGE_SIZE) : roundUp(capacity, Chunk.OS_PAGE_SIZE);
+        Chunk chunk = Chunk.create(size, 0, registrar, registeredBytes);
+        dedicatedChunks.add(chunk);
+        registered(chunk.size, 1);
+        return chunk;
+    }
+
+    private void destroy(Chunk chunk) {
+        registered(-chunk.size, -1);
+        chunk.free();
+    }
+
+    private void registered(long bytes, int chunks) {
+        registeredBytes += bytes;
+        chunkCount += chunks;
+    }
+
+    private void link(Slab slab) {
+        Slab head = partialSlabs[slab.sizeClass];
+        slab.prev = null;
+        slab.next = head;
+        if (head != null) {
+            head.prev = slab;
+        }
+        partialSlabs[slab.sizeClass] = slab;
+    }
+
+    private void unlink(Slab slab) {
+        if (slab.prev != null) {
+            slab.prev.next = slab.next;
+        } else {
+            partialSlabs[slab.sizeClass] = slab.next;
+        }
+        if (slab.next != null) {
+            slab.next.prev = slab.prev;
+        }
+        slab.prev = null;
+        slab.next = null;
+    }
+
+    private static long roundUp(long value, long multiple) {
+        return (value + multiple - 1) / multiple * multiple;
+    }
+
+    private void ensureOpen() {
+        if (closed) {
+            throw new IllegalStateException("RdmaByteBufAllocator is closed");
+        }
+    }
+
+    /** Returns what the calling thread caches to the shared pool. */
+    public void trimCurrentThreadCache() {
+        if (threadCaches.isSet()) {
+            threadCaches.get().flush();
+        }
+    }
+
+    /**
+     * Deregisters and frees every chunk. Buffers still alive fail on access; releasing them is harmless.
+     * Idempotent.
+     */
+    public synchronized void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        threadCaches.remove();
+        List<Chunk> all = new ArrayList<>(pooledChunks);
+        all.addAll(dedicatedChunks);
+        pooledChunks.clear();
+        dedicatedChunks.clear();
+        Arrays.fill(partialSlabs, null);
+        emptyChunks = 0;
+        RuntimeException failure = null;
+        for (Chunk chunk : all) {
+            registered(-chunk.size, -1);
+            try {
+                chunk.free();
+            } catch (RuntimeException e) {
+                if (failure == null) {
+                    failure = e;
+                } else {
+                    failure.addSuppressed(e);
+                }
+            }
+        }
+        if (failure != null) {
+            throw failure;
+        }
+    }
+
+    public boolean isClosed() {
+        return closed;
+    }
+
+    /** Bytes held by live buffers (whole slots). */
+    public long usedMemory() {
+        return usedBytes.sum();
+    }
+
+    /** Bytes currently registered with the device, cached and free slots included. */
+    public long registeredMemory() {
+        return registeredBytes;
+    }
+
+    /** Chunks currently registered, pooled and dedicated. */
+    public int chunkCount() {
+        return chunkCount;
+    }
+
+    public int chunkSize() {
+        return chunkSize;
+    }
+
+    public int maxPooledCapacity() {
+        return maxPooledCapacity;
+    }
+}
