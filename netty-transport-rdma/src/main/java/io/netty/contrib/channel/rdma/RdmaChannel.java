@@ -1,0 +1,744 @@
+package io.netty.contrib.channel.rdma;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.channel.AbstractChannel;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelConfig;
+import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelFutureListener;
+import io.netty.channel.ChannelMetadata;
+import io.netty.channel.ChannelOutboundBuffer;
+import io.netty.channel.ChannelPromise;
+import io.netty.channel.ConnectTimeoutException;
+import io.netty.channel.EventLoop;
+import io.netty.channel.IoEventLoop;
+import io.netty.channel.IoRegistration;
+import io.netty.channel.RecvByteBufAllocator;
+import io.netty.channel.socket.ChannelInputShutdownEvent;
+import io.netty.channel.socket.ChannelInputShutdownReadComplete;
+import io.netty.channel.socket.ChannelOutputShutdownEvent;
+import io.netty.channel.socket.ChannelOutputShutdownException;
+import io.netty.channel.socket.ServerSocketChannel;
+import io.netty.channel.socket.SocketChannel;
+import io.netty.contrib.channel.rdma.internal.protocol.ConnectParameters;
+import io.netty.contrib.channel.rdma.internal.protocol.ProtocolException;
+import io.netty.contrib.channel.rdma.internal.protocol.RejectReason;
+import io.netty.contrib.channel.rdma.internal.verbs.CmEvent;
+import io.netty.contrib.channel.rdma.internal.verbs.CmEventType;
+import io.netty.contrib.channel.rdma.internal.verbs.CmId;
+import io.netty.contrib.channel.rdma.internal.verbs.ConnParam;
+import io.netty.contrib.channel.rdma.internal.verbs.IbvWcStatus;
+import io.netty.contrib.channel.rdma.internal.verbs.WorkCompletions;
+import io.netty.util.concurrent.Future;
+import io.netty.util.internal.logging.InternalLogger;
+import io.netty.util.internal.logging.InternalLoggerFactory;
+
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.net.ConnectException;
+import java.net.InetSocketAddress;
+import java.net.SocketAddress;
+import java.nio.channels.AlreadyConnectedException;
+import java.nio.channels.ClosedChannelException;
+import java.nio.channels.ConnectionPendingException;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * A connection over an RDMA reliable-connected queue pair, established through rdma_cm. A
+ * {@link SocketChannel}, so pipelines written for TCP work unchanged; see {@link RdmaChannelConfig} for what
+ * the socket options mean here.
+ */
+public final class RdmaChannel extends AbstractChannel implements SocketChannel {
+    private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaChannel.class);
+    /** Addresses handed out by the device and the pool, copied between without a segment per copy. */
+    private static final MemorySegment ALL_MEMORY = MemorySegment.NULL.reinterpret(Long.MAX_VALUE);
+    private static final ChannelMetadata METADATA = new ChannelMetadata(false, 16);
+    /** How long a closed channel waits for its last sends to complete before it tears the connection down. */
+    private static final long LINGER_MILLIS = 10_000;
+
+    private final RdmaChannelConfig config;
+    private CmId cmId;
+    private RdmaConnection connection;
+    private IoRegistration ioRegistration;
+    private RdmaIoHandler.Registration registration;
+    private final ConnectParameters acceptedPeer;
+    private final MemorySegment acceptedPeerBytes;
+
+    private boolean open = true;
+    private boolean active;
+    private boolean established;
+    private boolean inputShutdown;
+    private boolean outputShutdown;
+    private boolean shutdownPending;
+    private boolean peerGone;
+    private boolean readPending;
+    private boolean lingering;
+    private ChannelPromise connectPromise;
+    private Future<?> connectTimeoutFuture;
+    private SocketAddress requestedRemoteAddress;
+    private volatile InetSocketAddress local;
+    private volatile InetSocketAddress remote;
+    private final Runnable readTask = this::readReady;
+
+    /** A client channel; connect it with {@link io.netty.bootstrap.Bootstrap}. */
+    public RdmaChannel() {
+        super(null);
+        config = new RdmaChannelConfig(this, RdmaDevices.defaultAllocator());
+        acceptedPeer = null;
+        acceptedPeerBytes = null;
+    }
+
+    /** A channel accepted by {@code parent}: its rdma_cm id and the parameters the client offered. */
+    RdmaChannel(RdmaServerChannel parent, CmId cmId, byte[] peerParameters) {
+        super(parent);
+        config = new RdmaChannelConfig(this, RdmaDevices.defaultAllocator());
+        this.cmId = cmId;
+        this.acceptedPeerBytes = MemorySegment.ofArray(peerParameters);
+        this.acceptedPeer = new ConnectParameters().wrap(acceptedPeerBytes);
+        this.local = cmId.localAddress();
+        this.remote = cmId.remoteAddress();
+    }
+
+    @Override
+    public ServerSocketChannel parent() {
+        return (ServerSocketChannel) super.parent();
+    }
+
+    @Override
+    public RdmaChannelConfig config() {
+        return config;
+    }
+
+    @Override
+    public boolean isOpen() {
+        return open;
+    }
+
+    @Override
+    public boolean isActive() {
+        return open && active;
+    }
+
+    @Override
+    public ChannelMetadata metadata() {
+        return METADATA;
+    }
+
+    @Override
+    public InetSocketAddress localAddress() {
+        return (InetSocketAddress) super.localAddress();
+    }
+
+    @Override
+    public InetSocketAddress remoteAddress() {
+        return (InetSocketAddress) super.remoteAddress();
+    }
+
+    @Override
+    protected SocketAddress localAddress0() {
+        return local;
+    }
+
+    @Override
+    protected SocketAddress remoteAddress0() {
+        return remote;
+    }
+
+    @Override
+    public boolean isInputShutdown() {
+        return inputShutdown || !isActive();
+    }
+
+    @Override
+    public boolean isOutputShutdown() {
+        return outputShutdown || !isActive();
+    }
+
+    @Override
+    public boolean isShutdown() {
+        return isInputShutdown() && isOutputShutdown();
+    }
+
+    @Override
+    public ChannelFuture shutdownOutput() {
+        return shutdownOutput(newPromise());
+    }
+
+    @Override
+    public ChannelFuture shutdownOutput(ChannelPromise promise) {
+        EventLoop loop = eventLoop();
+        if (loop.inEventLoop()) {
+            ((AbstractUnsafe) unsafe()).shutdownOutput(promise);
+        } else {
+            loop.execute(() -> ((AbstractUnsafe) unsafe()).shutdownOutput(promise));
+        }
+        return promise;
+    }
+
+    @Override
+    public ChannelFuture shutdownInput() {
+        return shutdownInput(newPromise());
+    }
+
+    @Override
+    public ChannelFuture shutdownInput(ChannelPromise promise) {
+        EventLoop loop = eventLoop();
+        if (loop.inEventLoop()) {
+            shutdownInput0(promise);
+        } else {
+            loop.execute(() -> shutdownInput0(promise));
+        }
+        return promise;
+    }
+
+    private void shutdownInput0(ChannelPromise promise) {
+        // RDMA has no way to refuse the peer's data: stop delivering it; the peer's credit dries up.
+        inputShutdown = true;
+        promise.setSuccess();
+    }
+
+    @Override
+    public ChannelFuture shutdown() {
+        return shutdown(newPromise());
+    }
+
+    @Override
+    public ChannelFuture shutdown(ChannelPromise promise) {
+        ChannelFuture output = shutdownOutput();
+        output.addListener((ChannelFutureListener) f -> shutdownInput(promise));
+        return promise;
+    }
+
+    @Override
+    protected boolean isCompatible(EventLoop loop) {
+        return loop instanceof IoEventLoop l && l.isCompatible(RdmaUnsafe.class);
+    }
+
+    @Override
+    protected AbstractUnsafe newUnsafe() {
+        return new RdmaUnsafe();
+    }
+
+    @Override
+    protected void doRegister(ChannelPromise promise) {
+        ((IoEventLoop) eventLoop()).register((RdmaUnsafe) unsafe()).addListener(f -> {
+            if (!f.isSuccess()) {
+                promise.setFailure(f.cause());
+                return;
+            }
+            ioRegistration = (IoRegistration) f.getNow();
+                registration = ioRegistration.attachment();
+            if (acceptedPeer != null && connection == null) {
+                try {
+                    accept();
+                } catch (Throwable t) {
+                    promise.setFailure(t);
+                    return;
+                }
+            }
+            promise.setSuccess();
+        });
+    }
+
+    /** Takes over an accepted connection request on this channel's loop and accepts it. */
+    private void accept() {
+        RdmaIoHandler handler = registration.handler();
+        cmId.migrate(handler.cmChannel());
+        cmId.attach(unsafe());
+        try {
+            acceptedPeer.validate((int) acceptedPeerBytes.byteSize());
+            connection = new RdmaConnection(registration.id(), handler, cmId, RdmaDevices.of(cmId.verbs()), config);
+            connection.start(acceptedPeer);
+        } catch (RuntimeException e) {
+            reject(e instanceof ProtocolException ? RejectReason.REASON_INVALID_PARAMETERS
+                    : RejectReason.REASON_NO_RESOURCES);
+            throw e;
+        }
+        cmId.accept(ConnParam.of(connectParameters()));
+    }
+
+    private byte[] connectParameters() {
+        byte[] params = new byte[ConnectParameters.LENGTH];
+        connection.writeConnectParameters(MemorySegment.ofArray(params));
+        return params;
+    }
+
+    private void reject(int reason) {
+        try {
+            byte[] data = new byte[RejectReason.LENGTH];
+            new RejectReason().wrap(MemorySegment.ofArray(data)).write(reason);
+            cmId.reject(data);
+        } catch (RuntimeException e) {
+            logger.debug("rdma_reject failed", e);
+        }
+    }
+
+    @Override
+    protected void doDeregister() {
+        IoRegistration r = ioRegistration;
+        if (r != null) {
+            r.cancel();
+        }
+    }
+
+    @Override
+    protected void doBind(SocketAddress localAddress) {
+        // Bound when connecting: rdma_resolve_addr takes the source address.
+        this.local = (InetSocketAddress) localAddress;
+    }
+
+    @Override
+    protected void doDisconnect() {
+        doClose();
+    }
+
+    @Override
+    protected void doClose() {
+        boolean wasOpen = open;
+        open = false;
+        active = false;
+        ChannelPromise promise = connectPromise;
+        if (promise != null) {
+            promise.tryFailure(new ClosedChannelException());
+            connectPromise = null;
+        }
+        if (connectTimeoutFuture != null) {
+            connectTimeoutFuture.cancel(false);
+            connectTimeoutFuture = null;
+        }
+        if (!wasOpen) {
+            return;
+        }
+        if (connection != null && established && !peerGone && !connection.sendsDone()) {
+            // Deliver what was posted before the close: tear down after the last send completes.
+            lingering = true;
+            eventLoop().schedule(this::teardown, LINGER_MILLIS, TimeUnit.MILLISECONDS);
+        } else {
+            teardown();
+        }
+    }
+
+    /** Disconnects and frees the queue pair, its memory and the rdma_cm id. Idempotent. */
+    private void teardown() {
+        lingering = false;
+        CmId id = cmId;
+        cmId = null;
+        RdmaConnection c = connection;
+        connection = null;
+        try {
+            if (id != null && established && !peerGone) {
+                id.disconnect();
+            }
+        } catch (RuntimeException e) {
+            logger.debug("rdma_disconnect failed", e);
+        } finally {
+            if (c != null) {
+                c.destroyQueuePair();
+                c.release();
+            }
+            if (id != null) {
+                id.close();
+            }
+            RdmaIoHandler.Registration r = registration;
+            if (r != null) {
+                r.lingerDone();
+            }
+        }
+    }
+
+    @Override
+    protected void doBeginRead() {
+        readPending = true;
+        if (connection != null && connection.hasPending()) {
+            eventLoop().execute(readTask);
+        }
+    }
+
+    @Override
+    protected void doShutdownOutput() throws Exception {
+        outputShutdown = true;
+        if (connection != null && !connection.shutdownOutput()) {
+            shutdownPending = true;
+        }
+    }
+
+    @Override
+    protected void doWrite(ChannelOutboundBuffer in) throws Exception {
+        if (connection == null || !connection.started()) {
+            throw new java.nio.channels.NotYetConnectedException();
+        }
+        connection.write(in);
+    }
+
+    @Override
+    protected Object filterOutboundMessage(Object msg) {
+        if (msg instanceof ByteBuf buf) {
+            return buf;
+        }
+        throw new UnsupportedOperationException("unsupported message type: " + msg.getClass().getName()
+                + " (expected: ByteBuf)");
+    }
+
+    // ---------------------------------------------------------------- events from the loop
+
+    private void onCmEvent(CmEvent event) {
+        int type = event.type();
+        try {
+            switch (type) {
+                case CmEventType.ADDR_RESOLVED -> cmId.resolveRoute(config.getResolveTimeoutMillis());
+                case CmEventType.ROUTE_RESOLVED -> connectQueuePair();
+                case CmEventType.ESTABLISHED -> established(event);
+                case CmEventType.REJECTED -> failConnect(rejected(event));
+                case CmEventType.ADDR_ERROR, CmEventType.ROUTE_ERROR, CmEventType.UNREACHABLE,
+                     CmEventType.CONNECT_ERROR -> failConnect(new ConnectException("connection to "
+                        + requestedRemoteAddress + " failed: " + CmEventType.name(type) + " (status "
+                        + event.status() + ")"));
+                case CmEventType.DISCONNECTED, CmEventType.DEVICE_REMOVAL -> peerGone();
+                default -> logger.debug("{}: ignoring rdma_cm event {}", this, CmEventType.name(type));
+            }
+        } catch (Throwable t) {
+            if (connectPromise != null) {
+                failConnect(t);
+            } else {
+                pipeline().fireExceptionCaught(t);
+                unsafe().close(unsafe().voidPromise());
+            }
+        }
+    }
+
+    private void connectQueuePair() {
+        connection = new RdmaConnection(registration.id(), registration.handler(), cmId,
+                RdmaDevices.of(cmId.verbs()), config);
+        cmId.connect(ConnParam.of(connectParameters()));
+    }
+
+    private void established(CmEvent event) {
+        if (established) {
+            return;
+        }
+        established = true;
+        if (acceptedPeer == null) {
+            byte[] data = event.privateData();
+            ConnectParameters peer;
+            try {
+                if (data.length < ConnectParameters.LENGTH) {
+                    throw new ProtocolException("the peer accepted with " + data.length
+                            + " bytes of connect parameters: not a netty-transport-rdma peer");
+                }
+                peer = new ConnectParameters().wrap(MemorySegment.ofArray(data)).validate(data.length);
+            } catch (ProtocolException e) {
+                failConnect(new ConnectException("connection to " + requestedRemoteAddress + " failed: "
+                        + e.getMessage()));
+                return;
+            }
+            connection.start(peer);
+            local = cmId.localAddress();
+            remote = cmId.remoteAddress();
+            fulfillConnect();
+        } else {
+            active = true;
+            pipeline().fireChannelActive();
+            readIfIsAutoRead();
+            readReady();
+        }
+    }
+
+    private Throwable rejected(CmEvent event) {
+        byte[] data = event.privateData();
+        if (data.length >= RejectReason.LENGTH) {
+            return new ConnectException(new RejectReason().wrap(MemorySegment.ofArray(data)).describe(data.length)
+                    + ": " + requestedRemoteAddress);
+        }
+        return new ConnectException("connection refused: " + requestedRemoteAddress);
+    }
+
+    private void fulfillConnect() {
+        ChannelPromise promise = connectPromise;
+        connectPromise = null;
+        if (connectTimeoutFuture != null) {
+            connectTimeoutFuture.cancel(false);
+            connectTimeoutFuture = null;
+        }
+        if (promise == null) {
+            return;
+        }
+        active = true;
+        boolean promiseSet = promise.trySuccess();
+        pipeline().fireChannelActive();
+        readIfIsAutoRead();
+        if (!promiseSet) {
+            unsafe().close(unsafe().voidPromise());
+        }
+    }
+
+    private void failConnect(Throwable cause) {
+        ChannelPromise promise = connectPromise;
+        connectPromise = null;
+        if (connectTimeoutFuture != null) {
+            connectTimeoutFuture.cancel(false);
+            connectTimeoutFuture = null;
+        }
+        if (promise != null) {
+            promise.tryFailure(cause);
+        }
+        unsafe().close(unsafe().voidPromise());
+    }
+
+    private void readIfIsAutoRead() {
+        if (config.isAutoRead()) {
+            read();
+        }
+    }
+
+    private void peerGone() {
+        peerGone = true;
+        if (connectPromise != null) {
+            failConnect(new ConnectException("connection to " + requestedRemoteAddress + " was closed by the peer"));
+            return;
+        }
+        readReady();
+        if (connection == null || !connection.hasPending()) {
+            closeOnPeerGone();
+        }
+    }
+
+    private void closeOnPeerGone() {
+        if (!open) {
+            teardown();
+            return;
+        }
+        if (config.isAllowHalfClosure() && !inputShutdown) {
+            inputShutdown = true;
+            pipeline().fireUserEventTriggered(ChannelInputShutdownEvent.INSTANCE);
+            pipeline().fireUserEventTriggered(ChannelInputShutdownReadComplete.INSTANCE);
+        }
+        unsafe().close(unsafe().voidPromise());
+    }
+
+    private void onCompletion(WorkCompletions wcs, int i) {
+        RdmaConnection c = connection;
+        if (c == null) {
+            return;
+        }
+        boolean recv = WrId.kind(wcs.wrId(i)) == WrId.RECV;
+        if (wcs.status(i) == IbvWcStatus.WR_FLUSH_ERR) {
+            // The queue pair is in error: the peer disconnected (or an error completion came first). Not news.
+            if (!recv) {
+                c.released(wcs, i);
+            }
+            peerGone = true;
+            return;
+        }
+        try {
+            if (recv) {
+                if (open) {
+                    c.received(wcs, i);
+                }
+            } else {
+                c.sent(wcs, i);
+            }
+        } catch (IOException | RuntimeException e) {
+            if (!open) {
+                // A closing connection's flushed work requests: expected.
+                if (lingering && c.sendsDone()) {
+                    teardown();
+                }
+                return;
+            }
+            peerGone = e instanceof IOException;
+            pipeline().fireExceptionCaught(e);
+            unsafe().close(unsafe().voidPromise());
+        }
+    }
+
+    private void onCompletionBatchDone() {
+        RdmaConnection c = connection;
+        if (c == null) {
+            return;
+        }
+        if (!open) {
+            if (lingering && c.sendsDone()) {
+                teardown();
+            }
+            return;
+        }
+        readReady();
+        if (connection == null) {
+            return;
+        }
+        if (shutdownPending && connection.shutdownOutput()) {
+            shutdownPending = false;
+        }
+        if (!unsafe().outboundBuffer().isEmpty()) {
+            ((RdmaUnsafe) unsafe()).flushNow();
+        }
+        if (connection != null) {
+            connection.flushReceives();
+        }
+        if (peerGone && connection != null && !connection.hasPending()) {
+            closeOnPeerGone();
+        }
+    }
+
+    private final Reader reader = new Reader();
+
+    /** Turns delivered bytes into channelRead events, by the channel's RecvByteBufAllocator's rules. */
+    private final class Reader implements RdmaConnection.Inbound {
+        private RecvByteBufAllocator.Handle handle;
+
+        @Override
+        public boolean reading() {
+            if (!isActive() || inputShutdown) {
+                return false;
+            }
+            if (handle == null) {
+                handle = unsafe().recvBufAllocHandle();
+                handle.reset(config);
+                return config.isAutoRead() || readPending;
+            }
+            return handle.continueReading();
+        }
+
+        @Override
+        public void data(long address, int length) {
+            readPending = false;
+            ByteBuf buf = config.getAllocator().directBuffer(length);
+            if (buf.hasMemoryAddress()) {
+                MemorySegment.copy(ALL_MEMORY, address, ALL_MEMORY, buf.memoryAddress() + buf.writerIndex(), length);
+                buf.writerIndex(buf.writerIndex() + length);
+            } else {
+                buf.writeBytes(MemorySegment.ofAddress(address).reinterpret(length).asByteBuffer());
+            }
+            handle.attemptedBytesRead(length);
+            handle.lastBytesRead(length);
+            handle.incMessagesRead(1);
+            pipeline().fireChannelRead(buf);
+        }
+
+        @Override
+        public void shutdown() {
+            if (config.isAllowHalfClosure()) {
+                inputShutdown = true;
+                pipeline().fireUserEventTriggered(ChannelInputShutdownEvent.INSTANCE);
+                pipeline().fireUserEventTriggered(ChannelInputShutdownReadComplete.INSTANCE);
+            } else {
+                unsafe().close(unsafe().voidPromise());
+            }
+        }
+
+        void done(int delivered) {
+            if (handle != null) {
+                handle.readComplete();
+                handle = null;
+                if (delivered > 0) {
+                    pipeline().fireChannelReadComplete();
+                }
+            }
+        }
+    }
+
+    /** Delivers what has arrived while the channel reads, then re-posts the receives it freed. */
+    private void readReady() {
+        RdmaConnection c = connection;
+        if (c == null || !c.hasPending()) {
+            return;
+        }
+        int delivered = c.deliver(reader);
+        reader.done(delivered);
+        if (connection != null) {
+            // Re-post the receives just freed and return their credit now: no completion may come to do it.
+            connection.flushReceives();
+        }
+        if (c.hasPending() && isActive() && !inputShutdown && (config.isAutoRead() || readPending)) {
+            // maxMessagesPerRead reached: give other channels a turn, then go on.
+            eventLoop().execute(readTask);
+        }
+    }
+
+    final class RdmaUnsafe extends AbstractUnsafe implements RdmaIoHandle {
+        @Override
+        public void connect(SocketAddress remoteAddress, SocketAddress localAddress, ChannelPromise promise) {
+            if (promise.isDone() || !ensureOpen(promise)) {
+                return;
+            }
+            try {
+                if (connectPromise != null) {
+                    throw new ConnectionPendingException();
+                }
+                if (cmId != null) {
+                    throw new AlreadyConnectedException();
+                }
+                InetSocketAddress remoteInet = (InetSocketAddress) remoteAddress;
+                if (remoteInet.isUnresolved()) {
+                    throw new java.net.UnknownHostException(remoteInet.getHostString());
+                }
+                InetSocketAddress localInet = localAddress != null ? (InetSocketAddress) localAddress : local;
+                cmId = registration.handler().cmChannel().createId();
+                cmId.attach(this);
+                if (config.getTrafficClass() != 0) {
+                    cmId.setTos(config.getTrafficClass());
+                }
+                cmId.resolveAddr(localInet, remoteInet, config.getResolveTimeoutMillis());
+                connectPromise = promise;
+                requestedRemoteAddress = remoteAddress;
+                int connectTimeoutMillis = config.getConnectTimeoutMillis();
+                if (connectTimeoutMillis > 0) {
+                    connectTimeoutFuture = eventLoop().schedule(() -> {
+                        ChannelPromise p = connectPromise;
+                        if (p != null && !p.isDone() && p.tryFailure(new ConnectTimeoutException(
+                                "connection timed out after " + connectTimeoutMillis + " ms: " + remoteAddress))) {
+                            close(voidPromise());
+                        }
+                    }, connectTimeoutMillis, TimeUnit.MILLISECONDS);
+                }
+                promise.addListener((ChannelFutureListener) future -> {
+                    if (future.isCancelled()) {
+                        if (connectTimeoutFuture != null) {
+                            connectTimeoutFuture.cancel(false);
+                        }
+                        connectPromise = null;
+                        close(voidPromise());
+                    }
+                });
+            } catch (Throwable t) {
+                closeIfClosed();
+                promise.tryFailure(annotateConnectException(t, remoteAddress));
+            }
+        }
+
+        void flushNow() {
+            flush0();
+        }
+
+        @Override
+        public void completion(WorkCompletions completions, int index) {
+            onCompletion(completions, index);
+        }
+
+        @Override
+        public void cmEvent(CmEvent event) {
+            onCmEvent(event);
+        }
+
+        @Override
+        public void completionBatchDone() {
+            onCompletionBatchDone();
+        }
+
+        @Override
+        public boolean lingering() {
+            return lingering;
+        }
+
+        @Override
+        public void close() {
+            if (open) {
+                close(voidPromise());
+            }
+            if (lingering) {
+                teardown();
+            }
+        }
+    }
+}

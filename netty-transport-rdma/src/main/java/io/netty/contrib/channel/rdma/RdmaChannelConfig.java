@@ -1,0 +1,388 @@
+package io.netty.contrib.channel.rdma;
+
+import io.netty.buffer.ByteBufAllocator;
+import io.netty.channel.ChannelOption;
+import io.netty.channel.DefaultChannelConfig;
+import io.netty.channel.MessageSizeEstimator;
+import io.netty.channel.RecvByteBufAllocator;
+import io.netty.channel.WriteBufferWaterMark;
+import io.netty.channel.socket.SocketChannelConfig;
+
+import java.util.Map;
+
+import static io.netty.channel.ChannelOption.ALLOW_HALF_CLOSURE;
+import static io.netty.channel.ChannelOption.IP_TOS;
+import static io.netty.channel.ChannelOption.SO_KEEPALIVE;
+import static io.netty.channel.ChannelOption.SO_LINGER;
+import static io.netty.channel.ChannelOption.SO_RCVBUF;
+import static io.netty.channel.ChannelOption.SO_REUSEADDR;
+import static io.netty.channel.ChannelOption.SO_SNDBUF;
+import static io.netty.channel.ChannelOption.TCP_NODELAY;
+import static io.netty.util.internal.ObjectUtil.checkInRange;
+import static io.netty.util.internal.ObjectUtil.checkPositive;
+import static io.netty.util.internal.ObjectUtil.checkPositiveOrZero;
+
+/**
+ * Configuration of an {@link RdmaChannel}.
+ *
+ * <p>Socket options map to their RDMA counterpart where one exists: {@code SO_RCVBUF} is the receive ring size
+ * ({@link RdmaChannelOption#RING_SIZE}), {@code IP_TOS} the traffic class rdma_cm gives the connection. Options
+ * without an RDMA meaning are accepted and remembered so that code written for TCP keeps working:
+ * {@code TCP_NODELAY} (RDMA never delays a send; always reported true), {@code SO_KEEPALIVE} (a dead peer is
+ * detected by the transport's retries), {@code SO_SNDBUF} (the send side keeps no kernel buffer; Netty's
+ * outbound buffer and {@link WriteBufferWaterMark} bound it), {@code SO_LINGER} (close always delivers what
+ * was written before it) and {@code SO_REUSEADDR}.
+ */
+public final class RdmaChannelConfig extends DefaultChannelConfig implements SocketChannelConfig {
+    static final int DEFAULT_RECEIVE_BUFFER_COUNT = 64;
+    static final int DEFAULT_RECEIVE_BUFFER_SIZE = 8192;
+    static final int DEFAULT_RING_SIZE = 4 << 20;
+    static final int DEFAULT_SEND_QUEUE_DEPTH = 256;
+    static final int DEFAULT_MAX_INLINE_DATA = 128;
+    static final int DEFAULT_RESOLVE_TIMEOUT_MILLIS = 2000;
+
+    private volatile boolean allowHalfClosure;
+    private volatile int receiveBufferCount = DEFAULT_RECEIVE_BUFFER_COUNT;
+    private volatile int receiveBufferSize = DEFAULT_RECEIVE_BUFFER_SIZE;
+    private volatile int ringSize = DEFAULT_RING_SIZE;
+    private volatile int sendQueueDepth = DEFAULT_SEND_QUEUE_DEPTH;
+    private volatile int maxInlineData = DEFAULT_MAX_INLINE_DATA;
+    private volatile int resolveTimeoutMillis = DEFAULT_RESOLVE_TIMEOUT_MILLIS;
+    private volatile int trafficClass;
+    private volatile int sendBufferSize = 128 * 1024;
+    private volatile int soLinger = -1;
+    private volatile boolean keepAlive;
+    private volatile boolean reuseAddress;
+
+    RdmaChannelConfig(RdmaChannel channel, ByteBufAllocator allocator) {
+        super(channel);
+        setAllocator(allocator);
+    }
+
+    @Override
+    public Map<ChannelOption<?>, Object> getOptions() {
+        return getOptions(super.getOptions(), SO_RCVBUF, SO_SNDBUF, TCP_NODELAY, SO_KEEPALIVE, SO_REUSEADDR,
+                SO_LINGER, IP_TOS, ALLOW_HALF_CLOSURE, RdmaChannelOption.RECEIVE_BUFFER_COUNT,
+                RdmaChannelOption.RECEIVE_BUFFER_SIZE, RdmaChannelOption.RING_SIZE,
+                RdmaChannelOption.SEND_QUEUE_DEPTH, RdmaChannelOption.MAX_INLINE_DATA,
+                RdmaChannelOption.RESOLVE_TIMEOUT_MILLIS);
+    }
+
+    @SuppressWarnings("unchecked")
+    @Override
+    public <T> T getOption(ChannelOption<T> option) {
+        if (option == SO_RCVBUF) {
+            return (T) Integer.valueOf(getReceiveBufferSize());
+        }
+        if (option == SO_SNDBUF) {
+            return (T) Integer.valueOf(getSendBufferSize());
+        }
+        if (option == TCP_NODELAY) {
+            return (T) Boolean.valueOf(isTcpNoDelay());
+        }
+        if (option == SO_KEEPALIVE) {
+            return (T) Boolean.valueOf(isKeepAlive());
+        }
+        if (option == SO_REUSEADDR) {
+            return (T) Boolean.valueOf(isReuseAddress());
+        }
+        if (option == SO_LINGER) {
+            return (T) Integer.valueOf(getSoLinger());
+        }
+        if (option == IP_TOS) {
+            return (T) Integer.valueOf(getTrafficClass());
+        }
+        if (option == ALLOW_HALF_CLOSURE) {
+            return (T) Boolean.valueOf(isAllowHalfClosure());
+        }
+        if (option == RdmaChannelOption.RECEIVE_BUFFER_COUNT) {
+            return (T) Integer.valueOf(getReceiveBufferCount());
+        }
+        if (option == RdmaChannelOption.RECEIVE_BUFFER_SIZE) {
+            return (T) Integer.valueOf(getRdmaReceiveBufferSize());
+        }
+        if (option == RdmaChannelOption.RING_SIZE) {
+            return (T) Integer.valueOf(getRingSize());
+        }
+        if (option == RdmaChannelOption.SEND_QUEUE_DEPTH) {
+            return (T) Integer.valueOf(getSendQueueDepth());
+        }
+        if (option == RdmaChannelOption.MAX_INLINE_DATA) {
+            return (T) Integer.valueOf(getMaxInlineData());
+        }
+        if (option == RdmaChannelOption.RESOLVE_TIMEOUT_MILLIS) {
+            return (T) Integer.valueOf(getResolveTimeoutMillis());
+        }
+        return super.getOption(option);
+    }
+
+    @Override
+    public <T> boolean setOption(ChannelOption<T> option, T value) {
+        validate(option, value);
+        if (option == SO_RCVBUF) {
+            setReceiveBufferSize((Integer) value);
+        } else if (option == SO_SNDBUF) {
+            setSendBufferSize((Integer) value);
+        } else if (option == TCP_NODELAY) {
+            setTcpNoDelay((Boolean) value);
+        } else if (option == SO_KEEPALIVE) {
+            setKeepAlive((Boolean) value);
+        } else if (option == SO_REUSEADDR) {
+            setReuseAddress((Boolean) value);
+        } else if (option == SO_LINGER) {
+            setSoLinger((Integer) value);
+        } else if (option == IP_TOS) {
+            setTrafficClass((Integer) value);
+        } else if (option == ALLOW_HALF_CLOSURE) {
+            setAllowHalfClosure((Boolean) value);
+        } else if (option == RdmaChannelOption.RECEIVE_BUFFER_COUNT) {
+            setReceiveBufferCount((Integer) value);
+        } else if (option == RdmaChannelOption.RECEIVE_BUFFER_SIZE) {
+            setRdmaReceiveBufferSize((Integer) value);
+        } else if (option == RdmaChannelOption.RING_SIZE) {
+            setRingSize((Integer) value);
+        } else if (option == RdmaChannelOption.SEND_QUEUE_DEPTH) {
+            setSendQueueDepth((Integer) value);
+        } else if (option == RdmaChannelOption.MAX_INLINE_DATA) {
+            setMaxInlineData((Integer) value);
+        } else if (option == RdmaChannelOption.RESOLVE_TIMEOUT_MILLIS) {
+            setResolveTimeoutMillis((Integer) value);
+        } else {
+            return super.setOption(option, value);
+        }
+        return true;
+    }
+
+    public int getReceiveBufferCount() {
+        return receiveBufferCount;
+    }
+
+    /** @see RdmaChannelOption#RECEIVE_BUFFER_COUNT */
+    public RdmaChannelConfig setReceiveBufferCount(int receiveBufferCount) {
+        this.receiveBufferCount = checkInRange(receiveBufferCount, 4, 16384, "receiveBufferCount");
+        return this;
+    }
+
+    public int getRdmaReceiveBufferSize() {
+        return receiveBufferSize;
+    }
+
+    /** @see RdmaChannelOption#RECEIVE_BUFFER_SIZE */
+    public RdmaChannelConfig setRdmaReceiveBufferSize(int receiveBufferSize) {
+        this.receiveBufferSize = checkInRange(receiveBufferSize, 64, 1 << 20, "receiveBufferSize");
+        return this;
+    }
+
+    public int getRingSize() {
+        return ringSize;
+    }
+
+    /** @see RdmaChannelOption#RING_SIZE */
+    public RdmaChannelConfig setRingSize(int ringSize) {
+        checkInRange(ringSize, 0, 1 << 30, "ringSize");
+        if (ringSize % 4096 != 0) {
+            throw new IllegalArgumentException("ringSize: " + ringSize + " (expected: a multiple of 4096)");
+        }
+        this.ringSize = ringSize;
+        return this;
+    }
+
+    public int getSendQueueDepth() {
+        return sendQueueDepth;
+    }
+
+    /** @see RdmaChannelOption#SEND_QUEUE_DEPTH */
+    public RdmaChannelConfig setSendQueueDepth(int sendQueueDepth) {
+        this.sendQueueDepth = checkInRange(sendQueueDepth, 4, 16384, "sendQueueDepth");
+        return this;
+    }
+
+    public int getMaxInlineData() {
+        return maxInlineData;
+    }
+
+    /** @see RdmaChannelOption#MAX_INLINE_DATA */
+    public RdmaChannelConfig setMaxInlineData(int maxInlineData) {
+        this.maxInlineData = checkInRange(maxInlineData, 0, 1024, "maxInlineData");
+        return this;
+    }
+
+    public int getResolveTimeoutMillis() {
+        return resolveTimeoutMillis;
+    }
+
+    /** @see RdmaChannelOption#RESOLVE_TIMEOUT_MILLIS */
+    public RdmaChannelConfig setResolveTimeoutMillis(int resolveTimeoutMillis) {
+        this.resolveTimeoutMillis = checkPositive(resolveTimeoutMillis, "resolveTimeoutMillis");
+        return this;
+    }
+
+    /** Always true: RDMA never holds a send back to coalesce it. */
+    @Override
+    public boolean isTcpNoDelay() {
+        return true;
+    }
+
+    /** Accepted for compatibility; RDMA never delays a send. */
+    @Override
+    public RdmaChannelConfig setTcpNoDelay(boolean tcpNoDelay) {
+        return this;
+    }
+
+    @Override
+    public int getSoLinger() {
+        return soLinger;
+    }
+
+    /** Accepted for compatibility: close always delivers what was written before it. */
+    @Override
+    public RdmaChannelConfig setSoLinger(int soLinger) {
+        this.soLinger = soLinger;
+        return this;
+    }
+
+    @Override
+    public int getSendBufferSize() {
+        return sendBufferSize;
+    }
+
+    /** Accepted for compatibility: Netty's outbound buffer and its water marks bound what waits to be sent. */
+    @Override
+    public RdmaChannelConfig setSendBufferSize(int sendBufferSize) {
+        this.sendBufferSize = checkPositiveOrZero(sendBufferSize, "sendBufferSize");
+        return this;
+    }
+
+    /** The receive ring size: what the peer may write before this side has read it. */
+    @Override
+    public int getReceiveBufferSize() {
+        return ringSize;
+    }
+
+    /** Sets the receive ring size, rounded up to a multiple of 4096. */
+    @Override
+    public RdmaChannelConfig setReceiveBufferSize(int receiveBufferSize) {
+        checkPositiveOrZero(receiveBufferSize, "receiveBufferSize");
+        return setRingSize((int) Math.min(1 << 30, (receiveBufferSize + 4095L) & -4096L));
+    }
+
+    @Override
+    public boolean isKeepAlive() {
+        return keepAlive;
+    }
+
+    /** Accepted for compatibility: the transport's retries detect a dead peer. */
+    @Override
+    public RdmaChannelConfig setKeepAlive(boolean keepAlive) {
+        this.keepAlive = keepAlive;
+        return this;
+    }
+
+    @Override
+    public int getTrafficClass() {
+        return trafficClass;
+    }
+
+    /** The type of service rdma_cm gives the connection (set before connect). */
+    @Override
+    public RdmaChannelConfig setTrafficClass(int trafficClass) {
+        this.trafficClass = checkInRange(trafficClass, 0, 255, "trafficClass");
+        return this;
+    }
+
+    @Override
+    public boolean isReuseAddress() {
+        return reuseAddress;
+    }
+
+    @Override
+    public RdmaChannelConfig setReuseAddress(boolean reuseAddress) {
+        this.reuseAddress = reuseAddress;
+        return this;
+    }
+
+    @Override
+    public RdmaChannelConfig setPerformancePreferences(int connectionTime, int latency, int bandwidth) {
+        return this;
+    }
+
+    @Override
+    public boolean isAllowHalfClosure() {
+        return allowHalfClosure;
+    }
+
+    @Override
+    public RdmaChannelConfig setAllowHalfClosure(boolean allowHalfClosure) {
+        this.allowHalfClosure = allowHalfClosure;
+        return this;
+    }
+
+    @Override
+    public RdmaChannelConfig setConnectTimeoutMillis(int connectTimeoutMillis) {
+        super.setConnectTimeoutMillis(connectTimeoutMillis);
+        return this;
+    }
+
+    @Override
+    @Deprecated
+    public RdmaChannelConfig setMaxMessagesPerRead(int maxMessagesPerRead) {
+        super.setMaxMessagesPerRead(maxMessagesPerRead);
+        return this;
+    }
+
+    @Override
+    public RdmaChannelConfig setWriteSpinCount(int writeSpinCount) {
+        super.setWriteSpinCount(writeSpinCount);
+        return this;
+    }
+
+    @Override
+    public RdmaChannelConfig setAllocator(ByteBufAllocator allocator) {
+        super.setAllocator(allocator);
+        return this;
+    }
+
+    @Override
+    public RdmaChannelConfig setRecvByteBufAllocator(RecvByteBufAllocator allocator) {
+        super.setRecvByteBufAllocator(allocator);
+        return this;
+    }
+
+    @Override
+    public RdmaChannelConfig setAutoRead(boolean autoRead) {
+        super.setAutoRead(autoRead);
+        return this;
+    }
+
+    @Override
+    public RdmaChannelConfig setAutoClose(boolean autoClose) {
+        super.setAutoClose(autoClose);
+        return this;
+    }
+
+    @Override
+    public RdmaChannelConfig setMessageSizeEstimator(MessageSizeEstimator estimator) {
+        super.setMessageSizeEstimator(estimator);
+        return this;
+    }
+
+    @Override
+    public RdmaChannelConfig setWriteBufferWaterMark(WriteBufferWaterMark writeBufferWaterMark) {
+        super.setWriteBufferWaterMark(writeBufferWaterMark);
+        return this;
+    }
+
+    @Override
+    @Deprecated
+    public RdmaChannelConfig setWriteBufferHighWaterMark(int writeBufferHighWaterMark) {
+        super.setWriteBufferHighWaterMark(writeBufferHighWaterMark);
+        return this;
+    }
+
+    @Override
+    @Deprecated
+    public RdmaChannelConfig setWriteBufferLowWaterMark(int writeBufferLowWaterMark) {
+        super.setWriteBufferLowWaterMark(writeBufferLowWaterMark);
+        return this;
+    }
+}

@@ -1,0 +1,529 @@
+package io.netty.contrib.channel.rdma;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.channel.ChannelOutboundBuffer;
+import io.netty.contrib.channel.rdma.internal.memory.RegisteredBuffer;
+import io.netty.contrib.channel.rdma.internal.memory.RegisteredMemoryPool;
+import io.netty.contrib.channel.rdma.internal.protocol.ConnectParameters;
+import io.netty.contrib.channel.rdma.internal.protocol.Immediate;
+import io.netty.contrib.channel.rdma.internal.protocol.MessageHeader;
+import io.netty.contrib.channel.rdma.internal.protocol.ProtocolException;
+import io.netty.contrib.channel.rdma.internal.protocol.RingReleases;
+import io.netty.contrib.channel.rdma.internal.protocol.SendWindow;
+import io.netty.contrib.channel.rdma.internal.verbs.CmId;
+import io.netty.contrib.channel.rdma.internal.verbs.IbvAccessFlags;
+import io.netty.contrib.channel.rdma.internal.verbs.IbvSendFlags;
+import io.netty.contrib.channel.rdma.internal.verbs.IbvWcOpcode;
+import io.netty.contrib.channel.rdma.internal.verbs.IbvWcStatus;
+import io.netty.contrib.channel.rdma.internal.verbs.IbvWrOpcode;
+import io.netty.contrib.channel.rdma.internal.verbs.MemoryRegion;
+import io.netty.contrib.channel.rdma.internal.verbs.QpInitAttributes;
+import io.netty.contrib.channel.rdma.internal.verbs.QueuePair;
+import io.netty.contrib.channel.rdma.internal.verbs.RecvWorkRequests;
+import io.netty.contrib.channel.rdma.internal.verbs.SendWorkRequests;
+import io.netty.contrib.channel.rdma.internal.verbs.WorkCompletions;
+
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+
+/**
+ * One connection's data path (docs/PROTOCOL.md): its queue pair, the receive buffers and receive ring it
+ * offers the peer, the credits the peer offered, and the sends in flight. Loop-thread confined.
+ *
+ * <p>Received bytes are copied once out of the receive buffer or ring into a buffer of the channel's allocator
+ * and the receive is re-posted at once, so a reader that holds what it got (an aggregator, a cumulator) never
+ * holds transport memory and never stalls credit. Data the channel does not read yet (auto-read off) stays
+ * where it landed and its credit is returned only when it is read: the peer then runs out of credit, which is
+ * the backpressure.
+ */
+final class RdmaConnection {
+    /** Work requests prepared before one {@code ibv_post_send}. */
+    private static final int SEND_BATCH = 32;
+    /** Every this many sends one is signalled; the last of each batch always is. */
+    private static final int SIGNAL_INTERVAL = 16;
+    private static final int PAGE = 4096;
+
+    /** Where received bytes go: the channel. */
+    interface Inbound {
+        /** Whether the channel wants more data now. */
+        boolean reading();
+
+        /** {@code length} bytes at {@code address}, valid during the call only. */
+        void data(long address, int length);
+
+        /** The peer sent SHUTDOWN: nothing more will come. */
+        void shutdown();
+    }
+
+    private final int channelId;
+    private final RdmaIoHandler.DeviceQueue deviceQueue;
+    private final int cqEntries;
+    private final RdmaByteBufAllocator alloc;
+    private final RegisteredMemoryPool pool;
+    private final Arena arena = Arena.ofShared();
+    final QueuePair qp;
+
+    // Receive side: buffers posted for the peer's SENDs (and ring writes), and the ring it may write.
+    private final int recvCount;
+    private final int recvSize;
+    private final MemorySegment recvMemory;
+    private final MemoryRegion recvMr;
+    private final RecvWorkRequests recvWrs;
+    private int repostCount;
+    private int owedRecvCredits;
+    private final MemorySegment ringMemory;
+    private final MemoryRegion ringMr;
+    private final RingReleases ringReleases;
+    // Received, not yet read: recv slots in arrival order, with what each holds.
+    private final int[] pendingSlots;
+    private final byte[] pendingKind;
+    private final long[] pendingAddress;
+    private final int[] pendingLength;
+    private final long[] pendingRingSeq;
+    private int pendingHead;
+    private int pendingCount;
+    private static final byte KIND_DATA = 1;
+    private static final byte KIND_RING = 2;
+    private static final byte KIND_SHUTDOWN = 3;
+
+    // Send side.
+    private final int sqDepth;
+    private final int maxInline;
+    private final MemorySegment headers;
+    private final MemoryRegion headerMr;
+    private final SendWorkRequests sendWrs = new SendWorkRequests(SEND_BATCH, 2);
+    private final int[] batchFlags = new int[SEND_BATCH];
+    private int batchCount;
+    private final ByteBuf[] inflight;
+    private long postedSeq;
+    private long completedSeq;
+    private int unsignaled;
+    private SendWindow window;
+    private long peerRingAddress;
+    private int peerRingRkey;
+    private int peerMaxSend;
+    private int maxRingWrite;
+    private final MessageHeader header = new MessageHeader();
+
+    RdmaConnection(int channelId, RdmaIoHandler handler, CmId id, RdmaDevices.Device device,
+                   RdmaChannelConfig config) {
+        this.channelId = channelId;
+        this.alloc = device.allocator();
+        this.pool = alloc.pool();
+        var pd = device.pd();
+        this.recvCount = config.getReceiveBufferCount();
+        this.recvSize = config.getRdmaReceiveBufferSize();
+        this.sqDepth = config.getSendQueueDepth();
+        int ringSize = config.getRingSize();
+        this.cqEntries = sqDepth + recvCount;
+        this.deviceQueue = handler.deviceQueue(id.verbs(), cqEntries);
+        boolean ok = false;
+        try {
+            recvMemory = touched(arena.allocate((long) recvCount * recvSize, PAGE));
+            recvMr = pd.registerMemory(recvMemory, IbvAccessFlags.LOCAL_WRITE);
+            headers = arena.allocate((long) sqDepth * MessageHeader.LENGTH, PAGE);
+            headerMr = pd.registerMemory(headers, IbvAccessFlags.LOCAL_WRITE);
+            if (ringSize > 0) {
+                // The only memory a peer may write remotely: this connection's own region and rkey.
+                ringMemory = touched(arena.allocate(ringSize, PAGE));
+                ringMr = pd.registerMemory(ringMemory, IbvAccessFlags.LOCAL_WRITE | IbvAccessFlags.REMOTE_WRITE);
+                ringReleases = new RingReleases(ringSize, recvCount);
+            } else {
+                ringMemory = null;
+                ringMr = null;
+                ringReleases = null;
+            }
+            qp = id.createQp(pd, new QpInitAttributes(deviceQueue.cq, deviceQueue.cq, null, sqDepth, recvCount,
+                    2, 1, config.getMaxInlineData(), false));
+            maxInline = qp.maxInlineData();
+            recvWrs = new RecvWorkRequests(recvCount, 1);
+            inflight = new ByteBuf[sqDepth];
+            pendingSlots = new int[recvCount];
+            pendingKind = new byte[recvCount];
+            pendingAddress = new long[recvCount];
+            pendingLength = new int[recvCount];
+            pendingRingSeq = new long[recvCount];
+            for (int slot = 0; slot < recvCount; slot++) {
+                recvWrs.set(slot, WrId.encode(channelId, WrId.RECV, slot), recvMr, (long) slot * recvSize, recvSize);
+            }
+            try {
+                qp.postRecv(recvWrs, 0, recvCount);
+            } catch (RuntimeException e) {
+                qp.close();
+                throw e;
+            }
+            ok = true;
+        } finally {
+            if (!ok) {
+                release();
+            }
+        }
+    }
+
+    private static MemorySegment touched(MemorySegment segment) {
+        // Pages must exist before registration: copy-on-write after it would silently break the mapping.
+        segment.fill((byte) 0);
+        return segment;
+    }
+
+    /** Writes what this side offers the peer. */
+    void writeConnectParameters(MemorySegment out) {
+        new ConnectParameters().wrap(out).writeHeader()
+                .ringAddress(ringMr == null ? 0 : ringMr.addr())
+                .ringRkey(ringMr == null ? 0 : ringMr.rkey())
+                .ringSize(ringMr == null ? 0 : (int) ringMr.length())
+                .recvCredits(recvCount)
+                .recvBufferSize(recvSize);
+    }
+
+    /** Takes what the peer offered; sending may start. */
+    void start(ConnectParameters peer) {
+        window = new SendWindow(peer.recvCredits(), peer.ringSize());
+        peerRingAddress = peer.ringAddress();
+        peerRingRkey = peer.ringRkey();
+        peerMaxSend = peer.recvBufferSize() - MessageHeader.LENGTH;
+        maxRingWrite = peer.ringSize() / 4;
+    }
+
+    boolean started() {
+        return window != null;
+    }
+
+    // ---------------------------------------------------------------- receive
+
+    /**
+     * Takes a receive completion. Credits the peer returned count at once; the data waits in
+     * {@link #deliver(Inbound)}'s queue.
+     *
+     * @throws IOException on an error completion or a protocol violation
+     */
+    void received(WorkCompletions wcs, int i) throws IOException {
+        int status = wcs.status(i);
+        int slot = WrId.slot(wcs.wrId(i));
+        if (status != IbvWcStatus.SUCCESS) {
+            throw new IOException("RDMA receive failed: " + IbvWcStatus.name(status));
+        }
+        if (slot >= recvCount) {
+            throw new ProtocolException("receive completion for unknown slot " + slot);
+        }
+        int opcode = wcs.opcode(i);
+        if (opcode == IbvWcOpcode.RECV_RDMA_WITH_IMM) {
+            if (ringReleases == null) {
+                throw new ProtocolException("peer wrote into a receive ring this side did not offer");
+            }
+            long seq = ringReleases.arrive(wcs.immData(i));
+            enqueue(slot, KIND_RING, ringMemory.address() + ringReleases.lastOffset(),
+                    Immediate.length(wcs.immData(i)), seq);
+            return;
+        }
+        if (opcode != IbvWcOpcode.RECV) {
+            throw new ProtocolException("unexpected receive completion opcode " + opcode);
+        }
+        int length = wcs.byteLen(i);
+        long offset = (long) slot * recvSize;
+        header.wrap(recvMemory, offset).validate(length);
+        if (window != null) {
+            window.grant(header.recvCredits(), header.ringCredits());
+        }
+        switch (header.type()) {
+            case MessageHeader.TYPE_DATA -> enqueue(slot, KIND_DATA,
+                    recvMemory.address() + offset + MessageHeader.LENGTH, length - MessageHeader.LENGTH, -1);
+            case MessageHeader.TYPE_SHUTDOWN -> enqueue(slot, KIND_SHUTDOWN, 0, 0, -1);
+            default -> repost(slot);
+        }
+    }
+
+    private void enqueue(int slot, byte kind, long address, int length, long ringSeq) {
+        int at = (pendingHead + pendingCount++) % recvCount;
+        pendingSlots[at] = slot;
+        pendingKind[at] = kind;
+        pendingAddress[at] = address;
+        pendingLength[at] = length;
+        pendingRingSeq[at] = ringSeq;
+    }
+
+    boolean hasPending() {
+        return pendingCount > 0;
+    }
+
+    /** Hands queued data to {@code inbound} while it reads; returns how many messages it took. */
+    int deliver(Inbound inbound) {
+        int delivered = 0;
+        while (pendingCount > 0 && inbound.reading()) {
+            int at = pendingHead;
+            pendingHead = (pendingHead + 1) % recvCount;
+            pendingCount--;
+            delivered++;
+            int slot = pendingSlots[at];
+            byte kind = pendingKind[at];
+            try {
+                if (kind == KIND_SHUTDOWN) {
+                    inbound.shutdown();
+                } else if (pendingLength[at] > 0) {
+                    inbound.data(pendingAddress[at], pendingLength[at]);
+                }
+            } finally {
+                if (kind == KIND_RING) {
+                    ringReleases.release(pendingRingSeq[at]);
+                }
+                repost(slot);
+            }
+        }
+        return delivered;
+    }
+
+    private void repost(int slot) {
+        recvWrs.set(repostCount++, WrId.encode(channelId, WrId.RECV, slot), recvMr, (long) slot * recvSize,
+                recvSize);
+        owedRecvCredits++;
+    }
+
+    /** Posts the receives freed since the last call, and a CREDIT message if the peer needs one. */
+    void flushReceives() {
+        if (repostCount > 0) {
+            int n = repostCount;
+            repostCount = 0;
+            qp.postRecv(recvWrs, 0, n);
+        }
+        if (window != null && batchCount == 0 && creditsDue() && sqRoom() > 0
+                && window.tryAcquireCreditMessage()) {
+            prepareHeaderOnly(MessageHeader.TYPE_CREDIT);
+            postBatch();
+        }
+    }
+
+    private boolean creditsDue() {
+        return owedRecvCredits >= Math.max(1, recvCount / 2)
+                || ringReleases != null && ringReleases.owed() >= ringMemory.byteSize() / 2;
+    }
+
+    // ---------------------------------------------------------------- send
+
+    private int sqRoom() {
+        return (int) (sqDepth - (postedSeq + batchCount - completedSeq));
+    }
+
+    /**
+     * Posts as much of {@code in}'s flushed data as credits and the send queue allow, in one doorbell per
+     * {@value #SEND_BATCH} work requests.
+     *
+     * @return {@code true} when everything flushed was posted
+     */
+    boolean write(ChannelOutboundBuffer in) {
+        try {
+            for (;;) {
+                Object msg = in.current();
+                if (msg == null) {
+                    return true;
+                }
+                ByteBuf buf = (ByteBuf) msg;
+                int readable = buf.readableBytes();
+                if (readable == 0) {
+                    in.remove();
+                    continue;
+                }
+                if (batchCount == SEND_BATCH) {
+                    postBatch();
+                }
+                if (sqRoom() <= 0) {
+                    return false;
+                }
+                int chunk;
+                if (readable > peerMaxSend && maxRingWrite > 0) {
+                    chunk = Math.min(readable, maxRingWrite);
+                    if (!prepareRingWrite(buf, chunk)) {
+                        return false;
+                    }
+                } else {
+                    chunk = Math.min(readable, peerMaxSend);
+                    if (!prepareSend(buf, chunk)) {
+                        return false;
+                    }
+                }
+                in.removeBytes(chunk);
+            }
+        } finally {
+            postBatch();
+        }
+    }
+
+    private boolean prepareSend(ByteBuf buf, int length) {
+        if (!window.tryAcquireMessage()) {
+            return false;
+        }
+        int i = batchCount;
+        int slot = slotOf(postedSeq + i);
+        writeHeader(slot, MessageHeader.TYPE_DATA);
+        int flags = length + MessageHeader.LENGTH <= maxInline ? IbvSendFlags.INLINE : 0;
+        sendWrs.set(i, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.SEND, 0);
+        sendWrs.sge(i, 0, headerMr, (long) slot * MessageHeader.LENGTH, MessageHeader.LENGTH);
+        payloadSge(i, 1, slot, buf, length);
+        sendWrs.numSge(i, 2);
+        batchFlags[i] = flags;
+        batchCount++;
+        return true;
+    }
+
+    private boolean prepareRingWrite(ByteBuf buf, int length) {
+        if (!window.tryAcquireMessage()) {
+            return false;
+        }
+        long offset = window.tryReserveRing(length);
+        if (offset < 0) {
+            window.releaseUnused();
+            return false;
+        }
+        int i = batchCount;
+        int slot = slotOf(postedSeq + i);
+        sendWrs.set(i, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.RDMA_WRITE_WITH_IMM, 0);
+        sendWrs.immData(i, Immediate.encode(length, window.lastWrapped()));
+        sendWrs.rdma(i, peerRingAddress + offset, peerRingRkey);
+        payloadSge(i, 0, slot, buf, length);
+        sendWrs.numSge(i, 1);
+        batchFlags[i] = 0;
+        batchCount++;
+        return true;
+    }
+
+    /** Points SGE {@code j} at {@code length} readable bytes of {@code buf}: in place if registered, else a copy. */
+    private void payloadSge(int i, int j, int slot, ByteBuf buf, int length) {
+        long lkey = RegisteredBuffer.lkey(buf, pool);
+        ByteBuf held;
+        long address;
+        if (lkey != RegisteredBuffer.NOT_REGISTERED) {
+            held = buf.retainedSlice(buf.readerIndex(), length);
+            address = buf.memoryAddress() + buf.readerIndex();
+        } else {
+            // Heap, composite or foreign memory: one copy into this device's registered pool.
+            held = alloc.directBuffer(length, length);
+            held.writeBytes(buf, buf.readerIndex(), length);
+            lkey = RegisteredBuffer.lkey(held, pool);
+            if (lkey == RegisteredBuffer.NOT_REGISTERED) {
+                held.release();
+                throw new IllegalStateException("the pool of " + alloc + " handed out unregistered memory");
+            }
+            address = held.memoryAddress();
+        }
+        inflight[slot] = held;
+        sendWrs.sgeAddress(i, j, address, length, (int) lkey);
+    }
+
+    /** Posts SHUTDOWN; {@code false} when out of credit or send queue room (retry after completions). */
+    boolean shutdownOutput() {
+        if (window == null || sqRoom() <= 0 || !window.tryAcquireMessage()) {
+            return false;
+        }
+        prepareHeaderOnly(MessageHeader.TYPE_SHUTDOWN);
+        postBatch();
+        return true;
+    }
+
+    private void prepareHeaderOnly(byte type) {
+        int i = batchCount;
+        int slot = slotOf(postedSeq + i);
+        writeHeader(slot, type);
+        sendWrs.set(i, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.SEND, 0);
+        sendWrs.sge(i, 0, headerMr, (long) slot * MessageHeader.LENGTH, MessageHeader.LENGTH);
+        sendWrs.numSge(i, 1);
+        batchFlags[i] = MessageHeader.LENGTH <= maxInline ? IbvSendFlags.INLINE : 0;
+        batchCount++;
+    }
+
+    private void writeHeader(int slot, byte type) {
+        int recvCredits = Math.min(owedRecvCredits, MessageHeader.MAX_RECV_CREDITS);
+        owedRecvCredits -= recvCredits;
+        long ringCredits = ringReleases == null ? 0 : ringReleases.takeOwed();
+        header.wrap(headers, (long) slot * MessageHeader.LENGTH).write(type, recvCredits, (int) ringCredits);
+    }
+
+    private void postBatch() {
+        int n = batchCount;
+        if (n == 0) {
+            return;
+        }
+        for (int i = 0; i < n; i++) {
+            int flags = batchFlags[i];
+            if (++unsignaled >= SIGNAL_INTERVAL || i == n - 1) {
+                flags |= IbvSendFlags.SIGNALED;
+                unsignaled = 0;
+            }
+            sendWrs.sendFlags(i, flags);
+        }
+        batchCount = 0;
+        qp.postSend(sendWrs, 0, n);
+        postedSeq += n;
+    }
+
+    private int slotOf(long seq) {
+        return (int) (seq % sqDepth);
+    }
+
+    /**
+     * Takes a send completion: every send up to it has completed (completions come in order), so their
+     * buffers are released.
+     *
+     * @throws IOException on an error completion
+     */
+    void sent(WorkCompletions wcs, int i) throws IOException {
+        released(wcs, i);
+        int status = wcs.status(i);
+        if (status != IbvWcStatus.SUCCESS) {
+            throw new IOException("RDMA send failed: " + IbvWcStatus.name(status));
+        }
+    }
+
+    /** Releases the buffers of every send up to the one completed by {@code wcs[i]}, whatever its status. */
+    void released(WorkCompletions wcs, int i) {
+        int slot = WrId.slot(wcs.wrId(i));
+        long seq = completedSeq + Math.floorMod(slot - slotOf(completedSeq), sqDepth);
+        for (long s = completedSeq; s <= seq && s < postedSeq; s++) {
+            int at = slotOf(s);
+            ByteBuf held = inflight[at];
+            if (held != null) {
+                inflight[at] = null;
+                held.release();
+            }
+        }
+        completedSeq = Math.min(seq + 1, postedSeq);
+    }
+
+    /** No send is waiting for its completion. */
+    boolean sendsDone() {
+        return completedSeq == postedSeq && batchCount == 0;
+    }
+
+    /** Destroys the queue pair: no more DMA into this connection's memory, no more completions. */
+    void destroyQueuePair() {
+        if (qp != null) {
+            qp.close();
+        }
+    }
+
+    /** Frees everything; call {@link #destroyQueuePair()} first. */
+    void release() {
+        for (int s = 0; inflight != null && s < inflight.length; s++) {
+            if (inflight[s] != null) {
+                inflight[s].release();
+                inflight[s] = null;
+            }
+        }
+        closeQuietly(ringMr);
+        closeQuietly(headerMr);
+        closeQuietly(recvMr);
+        closeQuietly(recvWrs);
+        closeQuietly(sendWrs);
+        deviceQueue.release(cqEntries);
+        arena.close();
+    }
+
+    private static void closeQuietly(AutoCloseable c) {
+        if (c != null) {
+            try {
+                c.close();
+            } catch (Exception ignored) {
+                // best effort on teardown
+            }
+        }
+    }
+}

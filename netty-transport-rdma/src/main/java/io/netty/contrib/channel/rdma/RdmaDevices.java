@@ -1,0 +1,96 @@
+package io.netty.contrib.channel.rdma;
+
+import io.netty.contrib.channel.rdma.internal.memory.MemoryRegistrar;
+import io.netty.contrib.channel.rdma.internal.verbs.IbvAccessFlags;
+import io.netty.contrib.channel.rdma.internal.verbs.MemoryRegion;
+import io.netty.contrib.channel.rdma.internal.verbs.ProtectionDomain;
+import io.netty.contrib.channel.rdma.internal.verbs.VerbsContext;
+import io.netty.util.internal.logging.InternalLogger;
+import io.netty.util.internal.logging.InternalLoggerFactory;
+
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * What the process shares per RDMA device while RDMA event loops run: one protection domain (queue pairs and
+ * the memory they send from must be in the same one) and the registered-memory allocator whose chunks live in
+ * it. Created on first use; freed when the last {@link RdmaIoHandler} is destroyed, so that shutting every
+ * event loop group down leaves no device object behind (buffers still held then fail on access).
+ */
+final class RdmaDevices {
+    private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaDevices.class);
+    private static final Map<Long, Device> DEVICES = new HashMap<>();
+    private static int handlers;
+    private static Device defaultDevice;
+
+    private RdmaDevices() {
+    }
+
+    record Device(VerbsContext context, ProtectionDomain pd, RdmaByteBufAllocator allocator) {
+    }
+
+    static synchronized Device of(VerbsContext context) {
+        return DEVICES.computeIfAbsent(context.address(), a -> {
+            ProtectionDomain pd = context.allocPd();
+            return new Device(context, pd, new RdmaByteBufAllocator(new PdRegistrar(pd)));
+        });
+    }
+
+    /** The allocator of the first device rdma_cm reports: the default of every channel. */
+    static synchronized RdmaByteBufAllocator defaultAllocator() {
+        if (defaultDevice == null) {
+            Rdma.ensureAvailability();
+            List<VerbsContext> contexts = VerbsContext.cmDevices();
+            if (contexts.isEmpty()) {
+                throw new IllegalStateException("rdma_get_devices reports no RDMA device");
+            }
+            defaultDevice = of(contexts.get(0));
+        }
+        return defaultDevice.allocator();
+    }
+
+    /** An event loop starts using the devices. */
+    static synchronized void retain() {
+        handlers++;
+    }
+
+    /** An event loop stopped; the last one frees every device's allocator and protection domain. */
+    static synchronized void release() {
+        if (--handlers > 0) {
+            return;
+        }
+        List<Device> devices = new ArrayList<>(DEVICES.values());
+        DEVICES.clear();
+        defaultDevice = null;
+        for (Device device : devices) {
+            try {
+                device.allocator().close();
+                device.pd().close();
+            } catch (RuntimeException e) {
+                logger.warn("failed to free the protection domain of {}", device.context(), e);
+            }
+        }
+    }
+
+    /** Registers allocator chunks in a protection domain, for local access only. */
+    private record PdRegistrar(ProtectionDomain pd) implements MemoryRegistrar {
+        @Override
+        public Registration register(MemorySegment chunk) {
+            MemoryRegion mr = pd.registerMemory(chunk, IbvAccessFlags.LOCAL_WRITE);
+            return new Registration() {
+                @Override
+                public int lkey() {
+                    return mr.lkey();
+                }
+
+                @Override
+                public void close() {
+                    mr.close();
+                }
+            };
+        }
+    }
+}

@@ -1,0 +1,28 @@
+package io.netty.contrib.channel.rdma;
+
+import io.netty.channel.IoEvent;
+import io.netty.channel.IoHandle;
+import io.netty.channel.IoRegistration;
+import io.netty.contrib.channel.rdma.internal.verbs.CmEvent;
+import io.netty.contrib.channel.rdma.internal.verbs.WorkCompletions;
+
+/**
+ * What {@link RdmaIoHandler} drives: a channel's completions and rdma_cm events, called on the loop thread with
+ * no object allocated per event. The event and completion are only valid during the call.
+ */
+interface RdmaIoHandle extends IoHandle {
+    void completion(WorkCompletions completions, int index);
+
+    void cmEvent(CmEvent event);
+
+    /** Called once after each batch of completions that reached this handle. */
+    void completionBatchDone();
+
+    /** Whether the handle still has work in flight after its channel deregistered (a graceful close). */
+    boolean lingering();
+
+    @Override
+    default void handle(IoRegistration registration, IoEvent ioEvent) {
+        throw new UnsupportedOperationException("RDMA handles take completions and rdma_cm events directly");
+    }
+}

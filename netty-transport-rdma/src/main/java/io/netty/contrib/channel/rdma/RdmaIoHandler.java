@@ -1,0 +1,447 @@
+package io.netty.contrib.channel.rdma;
+
+import io.netty.channel.IoHandle;
+import io.netty.channel.IoHandler;
+import io.netty.channel.IoHandlerContext;
+import io.netty.channel.IoHandlerFactory;
+import io.netty.channel.IoOps;
+import io.netty.channel.IoRegistration;
+import io.netty.contrib.channel.rdma.internal.verbs.CompletionChannel;
+import io.netty.contrib.channel.rdma.internal.verbs.CompletionQueue;
+import io.netty.contrib.channel.rdma.internal.verbs.CmEvent;
+import io.netty.contrib.channel.rdma.internal.verbs.CmEventChannel;
+import io.netty.contrib.channel.rdma.internal.verbs.CmEventType;
+import io.netty.contrib.channel.rdma.internal.verbs.CmId;
+import io.netty.contrib.channel.rdma.internal.verbs.VerbsContext;
+import io.netty.contrib.channel.rdma.internal.verbs.WorkCompletions;
+import io.netty.util.collection.IntObjectHashMap;
+import io.netty.util.collection.IntObjectMap;
+import io.netty.util.concurrent.ThreadAwareExecutor;
+import io.netty.util.internal.ObjectUtil;
+import io.netty.util.internal.StringUtil;
+import io.netty.util.internal.logging.InternalLogger;
+import io.netty.util.internal.logging.InternalLoggerFactory;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * The {@link IoHandler} of an RDMA event loop: drives every {@link RdmaChannel} and {@link RdmaServerChannel}
+ * registered with the loop.
+ *
+ * <pre>
+ * EventLoopGroup group = new MultiThreadIoEventLoopGroup(RdmaIoHandler.newFactory());
+ * </pre>
+ *
+ * <p>Each loop owns one completion queue per RDMA device, shared by all its queue pairs, and one rdma_cm event
+ * channel for its connections' connection-management events. {@link #run} polls the completion queues in batches
+ * and dispatches each completion by its {@code wr_id}; when there is nothing to do it spins for a while
+ * ({@link RdmaIoHandlerConfig}), then arms the completion queues and blocks in {@code epoll_wait} on their
+ * completion channels, the rdma_cm event channel and a wakeup eventfd, until the next scheduled task is due.
+ */
+public final class RdmaIoHandler implements IoHandler {
+    private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaIoHandler.class);
+    private static final long CM_TOKEN = -1;
+    private static final int YIELD_AFTER_SPINS = 256;
+
+    private final ThreadAwareExecutor executor;
+    private final RdmaIoHandlerConfig config;
+    private final IntObjectMap<Registration> registrations = new IntObjectHashMap<>();
+    private final List<DeviceQueue> deviceQueues = new ArrayList<>(1);
+    private LinuxEpoll epoll;
+    private CmEventChannel cmChannel;
+    private final List<Registration> touched = new ArrayList<>();
+    private int nextId;
+    private volatile boolean blocked;
+    private volatile boolean wakeRequested;
+
+    private RdmaIoHandler(ThreadAwareExecutor executor, RdmaIoHandlerConfig config) {
+        this.executor = executor;
+        this.config = config;
+    }
+
+    /** A factory of handlers with the default, adaptive {@link RdmaIoHandlerConfig}. */
+    public static IoHandlerFactory newFactory() {
+        return newFactory(new RdmaIoHandlerConfig());
+    }
+
+    /**
+     * A factory of handlers with the given configuration.
+     *
+     * @throws UnsupportedOperationException when RDMA is not available ({@link Rdma#unavailabilityCause()})
+     */
+    public static IoHandlerFactory newFactory(RdmaIoHandlerConfig config) {
+        Rdma.ensureAvailability();
+        RdmaIoHandlerConfig copy = ObjectUtil.checkNotNull(config, "config").copy();
+        return new IoHandlerFactory() {
+            @Override
+            public IoHandler newHandler(ThreadAwareExecutor executor) {
+                return new RdmaIoHandler(executor, copy);
+            }
+
+            @Override
+            public boolean isChangingThreadSupported() {
+                return true;
+            }
+        };
+    }
+
+    @Override
+    public void initialize() {
+        RdmaDevices.retain();
+        try {
+            epoll = new LinuxEpoll();
+            cmChannel = CmEventChannel.create();
+            epoll.add(cmChannel.fd(), CM_TOKEN);
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot initialize the RDMA event loop", e);
+        }
+    }
+
+    CmEventChannel cmChannel() {
+        return cmChannel;
+    }
+
+    RdmaIoHandlerConfig config() {
+        return config;
+    }
+
+    /**
+     * The loop's completion queue for {@code context}'s device, created on first use; reserves {@code entries}
+     * of it for one queue pair.
+     *
+     * @throws IllegalStateException when the queue pair would overrun the completion queue
+     */
+    DeviceQueue deviceQueue(VerbsContext context, int entries) {
+        assert executor.isExecutorThread(Thread.currentThread());
+        for (DeviceQueue q : deviceQueues) {
+            if (q.context.address() == context.address()) {
+                q.reserve(entries);
+                return q;
+            }
+        }
+        DeviceQueue q = new DeviceQueue(context, config, deviceQueues.size());
+        try {
+            epoll.add(q.channel.fd(), q.index);
+        } catch (IOException e) {
+            q.close();
+            throw new UncheckedIOException(e);
+        }
+        deviceQueues.add(q);
+        q.reserve(entries);
+        return q;
+    }
+
+    @Override
+    public int run(IoHandlerContext context) {
+        wakeRequested = false;
+        int work = poll();
+        if (work > 0 || !context.canBlock()) {
+            return work;
+        }
+        long spinUntil = config.pureSpin() ? Long.MAX_VALUE : System.nanoTime() + config.spinNanos();
+        int spins = 0;
+        while (!wakeRequested) {
+            work = poll();
+            if (work > 0) {
+                return work;
+            }
+            long now = System.nanoTime();
+            if (now - spinUntil >= 0 || context.deadlineNanos() != -1 && now - context.deadlineNanos() >= 0) {
+                break;
+            }
+            if (++spins < YIELD_AFTER_SPINS) {
+                Thread.onSpinWait();
+            } else {
+                Thread.yield();
+            }
+        }
+        if (wakeRequested || config.pureSpin()) {
+            return 0;
+        }
+        return block(context);
+    }
+
+    private int block(IoHandlerContext context) {
+        for (DeviceQueue q : deviceQueues) {
+            q.cq.reqNotify(false);
+        }
+        // A completion between the last poll and arming does not signal the channel: look once more.
+        int work = poll();
+        if (work > 0) {
+            return work;
+        }
+        long delayNanos = context.delayNanos(System.nanoTime());
+        int timeoutMillis = (int) Math.min(Integer.MAX_VALUE, TimeUnit.NANOSECONDS.toMillis(delayNanos + 999_999));
+        blocked = true;
+        try {
+            if (!wakeRequested && timeoutMillis > 0) {
+                int ready = epoll.await(timeoutMillis);
+                for (int i = 0; i < ready; i++) {
+                    long token = epoll.readyToken(i);
+                    if (token >= 0 && token < deviceQueues.size()) {
+                        deviceQueues.get((int) token).drainEvents();
+                    }
+                }
+            }
+        } catch (IOException e) {
+            logger.warn("epoll_wait failed", e);
+        } finally {
+            blocked = false;
+        }
+        return poll();
+    }
+
+    /** Dispatches every completion and rdma_cm event that is ready; returns how many. */
+    private int poll() {
+        int work = 0;
+        for (int i = 0; i < deviceQueues.size(); i++) {
+            DeviceQueue q = deviceQueues.get(i);
+            int n;
+            do {
+                n = q.cq.poll(q.completions);
+                for (int j = 0; j < n; j++) {
+                    dispatch(q.completions, j);
+                }
+                work += n;
+            } while (n == q.completions.capacity());
+        }
+        for (int i = 0; i < touched.size(); i++) {
+            Registration r = touched.get(i);
+            r.touched = false;
+            try {
+                r.handle.completionBatchDone();
+            } catch (Throwable t) {
+                logger.warn("failed to finish a batch of completions of {}", r.handle, t);
+            }
+        }
+        touched.clear();
+        for (;;) {
+            CmEvent event;
+            try {
+                event = cmChannel.getEvent();
+            } catch (RuntimeException e) {
+                logger.warn("rdma_get_cm_event failed", e);
+                continue;
+            }
+            if (event == null) {
+                break;
+            }
+            work++;
+            try {
+                CmId target = event.type() == CmEventType.CONNECT_REQUEST ? event.listenId() : event.id();
+                if (target != null && target.attachment() instanceof RdmaIoHandle handle) {
+                    handle.cmEvent(event);
+                } else if (event.type() == CmEventType.CONNECT_REQUEST) {
+                    // Its listener is gone: refuse and free the new id.
+                    event.ack();
+                    event.id().reject(null);
+                    event.id().close();
+                }
+            } catch (Throwable t) {
+                logger.warn("failed to handle rdma_cm event {}", event, t);
+            } finally {
+                event.ack();
+            }
+        }
+        return work;
+    }
+
+    private void dispatch(WorkCompletions completions, int index) {
+        long wrId = completions.wrId(index);
+        Registration r = registrations.get(WrId.channelId(wrId));
+        if (r == null || !r.valid && !r.handle.lingering()) {
+            // A completion of a queue pair already closed (e.g. flushed receives): nothing waits for it.
+            return;
+        }
+        try {
+            r.handle.completion(completions, index);
+            if (!r.touched) {
+                r.touched = true;
+                touched.add(r);
+            }
+        } catch (Throwable t) {
+            logger.warn("failed to handle completion {}", completions.toString(index), t);
+        }
+    }
+
+    @Override
+    public void prepareToDestroy() {
+        for (Registration r : registrations.values().toArray(new Registration[0])) {
+            try {
+                r.handle.close();
+            } catch (Exception e) {
+                logger.debug("failed to close {}", r.handle, e);
+            }
+        }
+    }
+
+    @Override
+    public void destroy() {
+        for (DeviceQueue q : deviceQueues) {
+            q.close();
+        }
+        deviceQueues.clear();
+        if (cmChannel != null) {
+            cmChannel.close();
+        }
+        if (epoll != null) {
+            epoll.close();
+        }
+        RdmaDevices.release();
+    }
+
+    @Override
+    public IoRegistration register(IoHandle handle) {
+        RdmaIoHandle rdmaHandle = cast(handle);
+        int id;
+        do {
+            id = ++nextId;
+        } while (id == 0 || registrations.containsKey(id));
+        Registration registration = new Registration(id, rdmaHandle);
+        registrations.put(id, registration);
+        handle.registered();
+        return registration;
+    }
+
+    @Override
+    public void wakeup() {
+        wakeRequested = true;
+        if (blocked) {
+            epoll.wakeup();
+        }
+    }
+
+    @Override
+    public boolean isCompatible(Class<? extends IoHandle> handleType) {
+        return RdmaIoHandle.class.isAssignableFrom(handleType);
+    }
+
+    private static RdmaIoHandle cast(IoHandle handle) {
+        if (handle instanceof RdmaIoHandle h) {
+            return h;
+        }
+        throw new IllegalArgumentException("IoHandle of type " + StringUtil.simpleClassName(handle) + " not supported");
+    }
+
+    /** What the loop knows of one channel; {@link #attachment()} returns this registration. */
+    final class Registration implements IoRegistration {
+        final int id;
+        final RdmaIoHandle handle;
+        boolean valid = true;
+        boolean touched;
+
+        Registration(int id, RdmaIoHandle handle) {
+            this.id = id;
+            this.handle = handle;
+        }
+
+        int id() {
+            return id;
+        }
+
+        RdmaIoHandler handler() {
+            return RdmaIoHandler.this;
+        }
+
+        @SuppressWarnings("unchecked")
+        @Override
+        public <T> T attachment() {
+            return (T) this;
+        }
+
+        @Override
+        public long submit(IoOps ops) {
+            throw new UnsupportedOperationException("RDMA channels post work requests directly");
+        }
+
+        @Override
+        public boolean isValid() {
+            return valid;
+        }
+
+        @Override
+        public boolean cancel() {
+            if (!valid) {
+                return false;
+            }
+            valid = false;
+            if (executor.isExecutorThread(Thread.currentThread())) {
+                remove();
+            } else {
+                executor.execute(this::remove);
+            }
+            return true;
+        }
+
+        private void remove() {
+            if (!handle.lingering()) {
+                registrations.remove(id);
+            }
+            handle.unregistered();
+        }
+
+        /** The handle finished what it had in flight after deregistering: forget it. */
+        void lingerDone() {
+            if (!valid) {
+                registrations.remove(id);
+            }
+        }
+    }
+
+    /** The loop's completion queue and completion channel for one device, with the queue's reservations. */
+    static final class DeviceQueue {
+        final VerbsContext context;
+        final CompletionChannel channel;
+        final CompletionQueue cq;
+        final WorkCompletions completions;
+        final int index;
+        private int reserved;
+
+        DeviceQueue(VerbsContext context, RdmaIoHandlerConfig config, int index) {
+            this.context = context;
+            this.index = index;
+            this.channel = context.createCompletionChannel();
+            try {
+                this.cq = context.createCq(config.completionQueueSize(), channel, 0);
+            } catch (RuntimeException e) {
+                channel.close();
+                throw e;
+            }
+            this.channel.setNonBlocking(true);
+            this.completions = new WorkCompletions(config.pollBatch());
+        }
+
+        void reserve(int entries) {
+            if (reserved + entries > cq.cqe()) {
+                throw new IllegalStateException("the event loop's completion queue has " + cq.cqe()
+                        + " entries and " + reserved + " are taken: a connection needing " + entries
+                        + " more would overrun it; register it with another loop or raise"
+                        + " RdmaIoHandlerConfig.completionQueueSize");
+            }
+            reserved += entries;
+        }
+
+        void release(int entries) {
+            reserved -= entries;
+        }
+
+        void drainEvents() {
+            while (channel.getCqEvent() != null) {
+                // each event is one arming; acknowledged in batches below
+            }
+            if (cq.unackedEvents() > 0) {
+                cq.ackEvents(cq.unackedEvents());
+            }
+        }
+
+        void close() {
+            completions.close();
+            cq.close();
+            channel.close();
+        }
+    }
+}

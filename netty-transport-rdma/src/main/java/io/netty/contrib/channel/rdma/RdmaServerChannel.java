@@ -1,0 +1,222 @@
+package io.netty.contrib.channel.rdma;
+
+import io.netty.channel.AbstractServerChannel;
+import io.netty.channel.ChannelPromise;
+import io.netty.channel.EventLoop;
+import io.netty.channel.IoEventLoop;
+import io.netty.channel.IoRegistration;
+import io.netty.channel.socket.ServerSocketChannel;
+import io.netty.contrib.channel.rdma.internal.protocol.ConnectParameters;
+import io.netty.contrib.channel.rdma.internal.protocol.ProtocolException;
+import io.netty.contrib.channel.rdma.internal.protocol.RejectReason;
+import io.netty.contrib.channel.rdma.internal.verbs.CmEvent;
+import io.netty.contrib.channel.rdma.internal.verbs.CmEventType;
+import io.netty.contrib.channel.rdma.internal.verbs.CmId;
+import io.netty.contrib.channel.rdma.internal.verbs.WorkCompletions;
+import io.netty.util.internal.logging.InternalLogger;
+import io.netty.util.internal.logging.InternalLoggerFactory;
+
+import java.lang.foreign.MemorySegment;
+import java.net.InetSocketAddress;
+import java.net.SocketAddress;
+import java.util.ArrayDeque;
+
+/**
+ * Listens for RDMA connections through rdma_cm and accepts each as an {@link RdmaChannel}. A
+ * {@link ServerSocketChannel}, so {@code ServerBootstrap} code written for TCP works unchanged.
+ */
+public final class RdmaServerChannel extends AbstractServerChannel implements ServerSocketChannel {
+    private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaServerChannel.class);
+
+    private final RdmaServerChannelConfig config = new RdmaServerChannelConfig(this);
+    private final ArrayDeque<RdmaChannel> accepted = new ArrayDeque<>();
+    private IoRegistration ioRegistration;
+    private RdmaIoHandler.Registration registration;
+    private CmId cmId;
+    private boolean open = true;
+    private boolean readPending;
+    private volatile InetSocketAddress local;
+
+    public RdmaServerChannel() {
+    }
+
+    @Override
+    public RdmaServerChannelConfig config() {
+        return config;
+    }
+
+    @Override
+    public boolean isOpen() {
+        return open;
+    }
+
+    @Override
+    public boolean isActive() {
+        return open && cmId != null;
+    }
+
+    @Override
+    public InetSocketAddress localAddress() {
+        return (InetSocketAddress) super.localAddress();
+    }
+
+    @Override
+    public InetSocketAddress remoteAddress() {
+        return null;
+    }
+
+    @Override
+    protected SocketAddress localAddress0() {
+        return local;
+    }
+
+    @Override
+    protected boolean isCompatible(EventLoop loop) {
+        return loop instanceof IoEventLoop l && l.isCompatible(RdmaServerUnsafe.class);
+    }
+
+    @Override
+    protected AbstractUnsafe newUnsafe() {
+        return new RdmaServerUnsafe();
+    }
+
+    @Override
+    protected void doRegister(ChannelPromise promise) {
+        ((IoEventLoop) eventLoop()).register((RdmaServerUnsafe) unsafe()).addListener(f -> {
+            if (f.isSuccess()) {
+                ioRegistration = (IoRegistration) f.getNow();
+                registration = ioRegistration.attachment();
+                promise.setSuccess();
+            } else {
+                promise.setFailure(f.cause());
+            }
+        });
+    }
+
+    @Override
+    protected void doDeregister() {
+        if (ioRegistration != null) {
+            ioRegistration.cancel();
+        }
+    }
+
+    @Override
+    protected void doBind(SocketAddress localAddress) {
+        CmId id = registration.handler().cmChannel().createId();
+        id.attach(unsafe());
+        try {
+            id.bind((InetSocketAddress) localAddress);
+            id.listen(config.getBacklog());
+            local = id.localAddress();
+        } catch (RuntimeException e) {
+            id.close();
+            throw e;
+        }
+        cmId = id;
+    }
+
+    @Override
+    protected void doClose() {
+        open = false;
+        RdmaChannel child;
+        while ((child = accepted.poll()) != null) {
+            child.unsafe().closeForcibly();
+        }
+        if (cmId != null) {
+            cmId.close();
+            cmId = null;
+        }
+    }
+
+    @Override
+    protected void doBeginRead() {
+        readPending = true;
+        deliverAccepted();
+    }
+
+    private void onCmEvent(CmEvent event) {
+        if (event.type() != CmEventType.CONNECT_REQUEST) {
+            logger.debug("{}: ignoring rdma_cm event {}", this, CmEventType.name(event.type()));
+            return;
+        }
+        CmId id = event.id();
+        byte[] data = event.privateData();
+        if (!open) {
+            reject(id, RejectReason.REASON_NOT_ACCEPTING);
+            return;
+        }
+        try {
+            if (data.length < ConnectParameters.LENGTH) {
+                throw new ProtocolException("connect request with " + data.length
+                        + " bytes of private data: not a netty-transport-rdma client");
+            }
+            new ConnectParameters().wrap(MemorySegment.ofArray(data)).validate(data.length);
+        } catch (ProtocolException | IllegalArgumentException e) {
+            logger.warn("{}: rejected a connection request from {}: {}", this, id.remoteAddress(), e.getMessage());
+            reject(id, data.length >= ConnectParameters.LENGTH
+                    && new ConnectParameters().wrap(MemorySegment.ofArray(data)).magic() == ConnectParameters.MAGIC
+                    ? RejectReason.REASON_VERSION_MISMATCH : RejectReason.REASON_INVALID_PARAMETERS);
+            return;
+        }
+        RdmaChannel child = new RdmaChannel(this, id, data);
+        // The child's loop migrates the id; rdma_migrate_id waits until its events are acknowledged.
+        event.ack();
+        accepted.add(child);
+        deliverAccepted();
+    }
+
+    private void deliverAccepted() {
+        if (accepted.isEmpty() || !(readPending || config.isAutoRead())) {
+            return;
+        }
+        readPending = false;
+        RdmaChannel child;
+        while ((child = accepted.poll()) != null) {
+            pipeline().fireChannelRead(child);
+        }
+        pipeline().fireChannelReadComplete();
+    }
+
+    private static void reject(CmId id, int reason) {
+        try {
+            byte[] data = new byte[RejectReason.LENGTH];
+            new RejectReason().wrap(MemorySegment.ofArray(data)).write(reason);
+            id.reject(data);
+        } catch (RuntimeException e) {
+            logger.debug("rdma_reject failed", e);
+        } finally {
+            id.close();
+        }
+    }
+
+    final class RdmaServerUnsafe extends AbstractUnsafe implements RdmaIoHandle {
+        @Override
+        public void connect(SocketAddress remoteAddress, SocketAddress localAddress, ChannelPromise promise) {
+            promise.setFailure(new UnsupportedOperationException());
+        }
+
+        @Override
+        public void completion(WorkCompletions completions, int index) {
+            // A listener has no queue pair.
+        }
+
+        @Override
+        public void cmEvent(CmEvent event) {
+            onCmEvent(event);
+        }
+
+        @Override
+        public void completionBatchDone() {
+        }
+
+        @Override
+        public boolean lingering() {
+            return false;
+        }
+
+        @Override
+        public void close() {
+            close(voidPromise());
+        }
+    }
+}

@@ -1,0 +1,54 @@
+package io.netty.contrib.channel.rdma;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.Linker;
+import java.lang.foreign.SymbolLookup;
+import java.lang.invoke.MethodHandle;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Runs the transport tests of this JVM on the bundled software RDMA device (unless a library path was chosen
+ * explicitly) and reads the device's object counts for leak checks.
+ */
+final class SoftwareRdma {
+    static final String LIBRARY_PATH = "io.netty.contrib.rdma.libraryPath";
+    static final List<String> KINDS = List.of("context", "pd", "mr", "cq", "comp_channel", "qp", "srq", "cm_id",
+            "cm_channel");
+
+    static {
+        if (System.getProperty(LIBRARY_PATH) == null && System.getenv("NETTY_RDMA_LIBRARY_PATH") == null) {
+            System.setProperty(LIBRARY_PATH, "bundled");
+        }
+        assertThat(Rdma.unavailabilityCause()).as("RDMA unavailability cause").isNull();
+    }
+
+    private SoftwareRdma() {
+    }
+
+    static void use() {
+    }
+
+    /** {@code softrdma_object_count} of every kind, in this process. */
+    static Map<String, Long> objectCounts() {
+        MethodHandle count = Linker.nativeLinker().downcallHandle(
+                SymbolLookup.loaderLookup().find("softrdma_object_count")
+                        .orElseThrow(() -> new AssertionError("softrdma_object_count not found: not the software device")),
+                FunctionDescriptor.of(JAVA_LONG, ADDRESS));
+        Map<String, Long> counts = new LinkedHashMap<>();
+        try (Arena arena = Arena.ofConfined()) {
+            for (String kind : KINDS) {
+                counts.put(kind, (long) count.invokeExact(arena.allocateFrom(kind)));
+            }
+        } catch (Throwable t) {
+            throw new AssertionError(t);
+        }
+        return counts;
+    }
+}
