@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #define SR_EXPORT __attribute__((visibility("default")))
 #define SR_HIDDEN __attribute__((visibility("hidden")))
@@ -106,6 +107,8 @@ struct sr_cq {
 	bool overflow;
 	atomic_int users;               /* QPs attached */
 	struct sr_comp_channel *chan;
+	atomic_int ev_pending;          /* events in the channel not read yet */
+	atomic_bool zombie;             /* destroyed; freed when ev_pending drops to 0 */
 };
 
 /* one send WQE, as copied from the ibv_send_wr at post time */
@@ -120,13 +123,11 @@ struct sr_swqe {
 	uint32_t num_sge;
 	uint64_t length;                /* total bytes */
 	uint32_t psn;
-	uint8_t  state;                 /* enum sr_wqe_state */
 	uint8_t  inline_used;
+	uint8_t  local_err;             /* ibv_wc_status found while transmitting */
 	struct ibv_sge *sge;            /* points into the per-slot sge array */
 	uint8_t *inl;                   /* inline copy (SR_MAX_INLINE bytes) */
 };
-
-enum sr_wqe_state { SR_WQE_POSTED, SR_WQE_SENT, SR_WQE_DONE };
 
 struct sr_rwqe {
 	uint64_t wr_id;
@@ -155,6 +156,7 @@ struct sr_conn;
 struct sr_qp {
 	struct ibv_qp ibv;
 	uint32_t magic;
+	atomic_int refs;                /* table + lookups in flight */
 	pthread_mutex_t lock;           /* state, queues, PSNs */
 	pthread_mutex_t send_lock;      /* orders transmissions (taken before lock) */
 	struct sr_pd *pd;
@@ -167,32 +169,29 @@ struct sr_qp {
 	struct ibv_qp_attr attr;
 
 	/* send queue: slots [comp, comp+count) in use; [send_idx..) not yet sent */
+	/* send queue ring; free-running counters: head (oldest not completed)
+	 * <= next (next to transmit) <= tail (next free slot) */
 	struct sr_swqe *sq;
 	struct ibv_sge *sq_sges;
 	uint8_t *sq_inline;
-	uint32_t sq_size, sq_head, sq_count, sq_next; /* next = index of next WQE to transmit */
-	uint32_t sq_sent;               /* number of WQEs transmitted, not completed */
+	uint32_t sq_size, sq_head, sq_next, sq_tail;
 
 	struct sr_rq rq;
 
 	/* requester / completer */
 	uint32_t next_psn;              /* next PSN to assign */
 	int rnr_left;                   /* rnr retries left for the oldest WQE */
-	int retry_left;                 /* transport retries left */
+	int retry_left;                 /* transport retries left for the oldest WQE */
 	bool rnr_wait;                  /* waiting for the RNR timer */
 	uint64_t timer_deadline_ns;     /* RNR timer or transport timeout, 0 = none */
 	uint64_t last_progress_ns;
 
 	/* responder */
 	uint32_t epsn;                  /* expected PSN */
-	bool rnr_nak_sent;              /* drop until the NAKed PSN is retried */
 
 	/* wire */
 	uint32_t remote_inst;           /* instance of dest_qp_num */
 	struct sr_conn *conn;           /* NULL: peer in this process */
-	bool ever_connected;
-	void *cm_id;                    /* rdma_cm id bound to this QP */
-	void (*cm_qp_error)(void *cm_id);
 };
 
 /* ---- globals: object table and counts ---------------------------------- */
@@ -201,6 +200,7 @@ SR_HIDDEN void sr_count(enum sr_kind k, int delta);
 SR_HIDDEN extern pthread_rwlock_t sr_mr_lock; /* held for reading while MR memory is accessed */
 
 SR_HIDDEN void sr_init_once(void);
+SR_HIDDEN struct ibv_context *sr_open(bool internal);
 SR_HIDDEN uint64_t sr_now_ns(void);
 SR_HIDDEN uint64_t sr_random64(void);
 SR_HIDDEN void sr_async_event(struct ibv_context *ctx, enum ibv_event_type type, void *element);
@@ -225,10 +225,10 @@ SR_HIDDEN int sr_mr_sge_to_iov(struct sr_pd *pd, const struct ibv_sge *sge, uint
 SR_HIDDEN void sr_cq_push(struct sr_cq *cq, const struct ibv_wc *wc, bool solicited);
 
 /* QP */
-SR_HIDDEN struct sr_qp *sr_qp_get(uint32_t qpn);      /* lookup by number */
+SR_HIDDEN struct sr_qp *sr_qp_get(uint32_t qpn);      /* lookup by number, takes a reference */
+SR_HIDDEN void sr_qp_put(struct sr_qp *qp);
 SR_HIDDEN void sr_qp_error(struct sr_qp *qp);           /* lock held: move to ERR + flush */
-SR_HIDDEN void sr_qp_complete_send(struct sr_qp *qp, struct sr_swqe *w, enum ibv_wc_status st);
-SR_HIDDEN void sr_qp_flush(struct sr_qp *qp);
+SR_HIDDEN void sr_qp_complete_send(struct sr_qp *qp, enum ibv_wc_status st); /* oldest WQE */
 SR_HIDDEN bool sr_rq_pop(struct sr_qp *qp, struct sr_rwqe *out, struct ibv_sge *sge_out);
 SR_HIDDEN void sr_qp_foreach(void (*fn)(struct sr_qp *qp, void *arg), void *arg);
 SR_HIDDEN int sr_qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
@@ -285,10 +285,15 @@ SR_HIDDEN uint32_t sr_net_instance(void);
 /* transmit a message from qp (requester or responder side) */
 SR_HIDDEN int sr_net_send(struct sr_qp *qp, struct sr_hdr *h, const struct iovec *iov, int iovcnt);
 /* reply on the path a request came from */
+SR_HIDDEN bool sr_net_is_local(struct sr_qp *qp);
+/* send_lock held: v holds whole messages (headers and payloads), consumed */
+SR_HIDDEN int sr_net_send_batch(struct sr_qp *qp, struct iovec *v, int cnt);
 SR_HIDDEN void sr_net_reply(struct sr_conn *conn, struct sr_hdr *h, const struct iovec *iov, int iovcnt);
 SR_HIDDEN void sr_net_qp_connect(struct sr_qp *qp);
 SR_HIDDEN void sr_net_qp_release(struct sr_qp *qp);
 SR_HIDDEN void sr_net_kick_timer(void);
+SR_HIDDEN int sr_net_poll(bool busy);
+SR_HIDDEN void sr_net_stop_polling(void);
 
 /* engines */
 SR_HIDDEN void sr_req_progress(struct sr_qp *qp);

@@ -1,0 +1,583 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Device list, contexts, attribute queries, async events, object counts. */
+#define _GNU_SOURCE
+#include "sr.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#undef ibv_get_device_list
+#undef ibv_query_port
+
+int sr_debug;
+atomic_long sr_counts[SR_K_NUM];
+static const char *const kind_names[SR_K_NUM] = {
+	"context", "pd", "mr", "cq", "comp_channel", "qp", "srq", "cm_id", "cm_channel",
+};
+
+void sr_count(enum sr_kind k, int delta)
+{
+	atomic_fetch_add(&sr_counts[k], delta);
+}
+
+SR_EXPORT long softrdma_object_count(const char *kind)
+{
+	if (!kind)
+		return -1;
+	for (int i = 0; i < SR_K_NUM; i++)
+		if (!strcmp(kind, kind_names[i]))
+			return atomic_load(&sr_counts[i]);
+	return -1;
+}
+
+static void dump_on_exit(void)
+{
+	fprintf(stderr, "softrdma[%d]: open objects at exit:", (int)getpid());
+	for (int i = 0; i < SR_K_NUM; i++)
+		fprintf(stderr, " %s=%ld", kind_names[i], atomic_load(&sr_counts[i]));
+	fprintf(stderr, "\n");
+}
+
+uint64_t sr_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t sr_random64(void)
+{
+	uint64_t v = 0;
+
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
+		v = sr_now_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+	return v;
+}
+
+/* ---- GID table: the host's addresses, IPv4 as ::ffff:a.b.c.d (RoCE v2) --- */
+static union ibv_gid gid_table[SR_MAX_GID];
+static int gid_count;
+static pthread_mutex_t gid_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void gid_add(const union ibv_gid *g)
+{
+	for (int i = 0; i < gid_count; i++)
+		if (!memcmp(&gid_table[i], g, sizeof(*g)))
+			return;
+	if (gid_count < SR_MAX_GID)
+		gid_table[gid_count++] = *g;
+}
+
+static void gid_refresh(void)
+{
+	struct ifaddrs *ifa, *p;
+	union ibv_gid g;
+
+	pthread_mutex_lock(&gid_lock);
+	gid_count = 0;
+	/* loopback first so that index 0 always works on one host */
+	memset(&g, 0, sizeof(g));
+	g.raw[10] = g.raw[11] = 0xff;
+	g.raw[12] = 127; g.raw[15] = 1;
+	gid_add(&g);
+	if (getifaddrs(&ifa) == 0) {
+		for (int pass = 0; pass < 2; pass++) {
+			for (p = ifa; p; p = p->ifa_next) {
+				if (!p->ifa_addr)
+					continue;
+				memset(&g, 0, sizeof(g));
+				if (pass == 0 && p->ifa_addr->sa_family == AF_INET) {
+					g.raw[10] = g.raw[11] = 0xff;
+					memcpy(&g.raw[12], &((struct sockaddr_in *)p->ifa_addr)->sin_addr, 4);
+					gid_add(&g);
+				} else if (pass == 1 && p->ifa_addr->sa_family == AF_INET6) {
+					memcpy(g.raw, &((struct sockaddr_in6 *)p->ifa_addr)->sin6_addr, 16);
+					gid_add(&g);
+				}
+			}
+		}
+		freeifaddrs(ifa);
+	}
+	memset(&g, 0, sizeof(g));
+	g.raw[15] = 1;
+	gid_add(&g);
+	pthread_mutex_unlock(&gid_lock);
+}
+
+int sr_gid_count(void)
+{
+	return gid_count;
+}
+
+int sr_gid_get(int index, union ibv_gid *gid)
+{
+	int ret = EINVAL;
+
+	pthread_mutex_lock(&gid_lock);
+	if (index >= 0 && index < gid_count) {
+		*gid = gid_table[index];
+		ret = 0;
+	}
+	pthread_mutex_unlock(&gid_lock);
+	return ret;
+}
+
+bool sr_gid_is_local(const union ibv_gid *gid)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&gid_lock);
+	for (int i = 0; i < gid_count && !found; i++)
+		found = !memcmp(&gid_table[i], gid, sizeof(*gid));
+	pthread_mutex_unlock(&gid_lock);
+	return found;
+}
+
+/* ---- device list -------------------------------------------------------- */
+static struct ibv_device sr_dev;
+static __be64 sr_guid;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+static void do_init(void)
+{
+	const char *d = getenv("SOFTRDMA_DEBUG");
+	struct rlimit rl;
+	uint64_t g;
+
+	sr_debug = d && *d && *d != '0';
+	if (getenv("SOFTRDMA_DUMP_ON_EXIT") && *getenv("SOFTRDMA_DUMP_ON_EXIT") == '1')
+		atexit(dump_on_exit);
+	/* one socket per peer instance plus CM sockets: lift the soft fd limit */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	sr_dev.node_type = IBV_NODE_CA;
+	sr_dev.transport_type = IBV_TRANSPORT_IB;
+	strcpy(sr_dev.name, "softrdma0");
+	strcpy(sr_dev.dev_name, "uverbs0");
+	strcpy(sr_dev.dev_path, "/sys/class/infiniband_verbs/uverbs0");
+	strcpy(sr_dev.ibdev_path, "/sys/class/infiniband/softrdma0");
+	/* stable per host: derived from the host id, never zero */
+	g = (uint64_t)gethostid() * 0x9e3779b97f4a7c15ull ^ 0x5352444d41000000ull;
+	g = (g & ~0xffull) | 0x02; /* locally administered */
+	sr_guid = htobe64(g);
+	gid_refresh();
+}
+
+void sr_init_once(void)
+{
+	pthread_once(&init_once, do_init);
+}
+
+SR_EXPORT struct ibv_device **ibv_get_device_list(int *num_devices)
+{
+	struct ibv_device **list;
+
+	sr_init_once();
+	list = calloc(2, sizeof(*list));
+	if (!list) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	list[0] = &sr_dev;
+	if (num_devices)
+		*num_devices = 1;
+	return list;
+}
+
+SR_EXPORT void ibv_free_device_list(struct ibv_device **list)
+{
+	free(list);
+}
+
+SR_EXPORT const char *ibv_get_device_name(struct ibv_device *device)
+{
+	if (!device) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return device->name;
+}
+
+SR_EXPORT __be64 ibv_get_device_guid(struct ibv_device *device)
+{
+	(void)device;
+	sr_init_once();
+	return sr_guid;
+}
+
+SR_EXPORT int ibv_get_device_index(struct ibv_device *device)
+{
+	return device == &sr_dev ? 0 : -1;
+}
+
+/* ---- contexts ----------------------------------------------------------- */
+static int sr_query_port_op(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr,
+			    size_t len);
+static int sr_query_device_ex_op(struct ibv_context *ctx,
+				 const struct ibv_query_device_ex_input *input,
+				 struct ibv_device_attr_ex *attr, size_t attr_size);
+
+static bool is_context(struct ibv_context *ctx)
+{
+	return ctx && ctx->device == &sr_dev && ctx->abi_compat == __VERBS_ABI_IS_EXTENDED;
+}
+
+struct ibv_context *sr_open(bool internal)
+{
+	struct sr_context *c;
+	int p[2];
+
+	sr_init_once();
+	gid_refresh();
+	if (sr_net_start())
+		return NULL;
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (pipe2(p, O_CLOEXEC)) {
+		free(c);
+		return NULL;
+	}
+	c->vctx.sz = sizeof(struct verbs_context);
+	c->vctx.query_port = sr_query_port_op;
+	c->vctx.query_device_ex = sr_query_device_ex_op;
+	c->vctx.context.device = &sr_dev;
+	c->vctx.context.cmd_fd = -1;
+	c->vctx.context.async_fd = p[0];
+	c->async_wfd = p[1];
+	c->vctx.context.num_comp_vectors = 1;
+	c->vctx.context.abi_compat = __VERBS_ABI_IS_EXTENDED;
+	c->vctx.context.ops.poll_cq = sr_poll_cq;
+	c->vctx.context.ops.req_notify_cq = sr_req_notify_cq;
+	c->vctx.context.ops.post_send = sr_qp_post_send;
+	c->vctx.context.ops.post_recv = sr_qp_post_recv;
+	c->vctx.context.ops.post_srq_recv = sr_srq_post_recv;
+	pthread_mutex_init(&c->vctx.context.mutex, NULL);
+	c->internal = internal;
+	if (!internal)
+		sr_count(SR_K_CONTEXT, 1);
+	sr_dbg("open_device -> context %p", (void *)&c->vctx.context);
+	return &c->vctx.context;
+}
+
+SR_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
+{
+	if (device != &sr_dev) {
+		errno = device ? ENODEV : EINVAL;
+		return NULL;
+	}
+	return sr_open(false);
+}
+
+SR_EXPORT int ibv_close_device(struct ibv_context *ctx)
+{
+	struct sr_context *c;
+
+	if (!is_context(ctx))
+		return EINVAL;
+	c = (struct sr_context *)((char *)ctx - offsetof(struct verbs_context, context));
+	ctx->abi_compat = NULL;
+	close(ctx->async_fd);
+	close(c->async_wfd);
+	pthread_mutex_destroy(&ctx->mutex);
+	if (!c->internal)
+		sr_count(SR_K_CONTEXT, -1);
+	free(c);
+	return 0;
+}
+
+/* ---- queries ------------------------------------------------------------ */
+static void fill_device_attr(struct ibv_device_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	snprintf(a->fw_ver, sizeof(a->fw_ver), "1.0.0");
+	a->node_guid = sr_guid;
+	a->sys_image_guid = sr_guid;
+	a->max_mr_size = UINT64_MAX;
+	a->page_size_cap = 0xfffff000;
+	a->vendor_id = SR_VENDOR_ID;
+	a->vendor_part_id = SR_VENDOR_PART_ID;
+	a->hw_ver = 0;
+	a->max_qp = SR_MAX_QP;
+	a->max_qp_wr = SR_MAX_QP_WR;
+	a->device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR |
+			      IBV_DEVICE_CHANGE_PHY_PORT | IBV_DEVICE_SYS_IMAGE_GUID |
+			      IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE;
+	a->max_sge = SR_MAX_SGE;
+	a->max_sge_rd = SR_MAX_SGE;
+	a->max_cq = SR_MAX_CQ;
+	a->max_cqe = SR_MAX_CQE;
+	a->max_mr = SR_MAX_MR;
+	a->max_pd = SR_MAX_PD;
+	a->max_qp_rd_atom = SR_MAX_RD_ATOM;
+	a->max_ee_rd_atom = 0;
+	a->max_res_rd_atom = SR_MAX_RD_ATOM * SR_MAX_QP;
+	a->max_qp_init_rd_atom = SR_MAX_RD_ATOM;
+	a->atomic_cap = IBV_ATOMIC_HCA;
+	a->max_mw = 0;
+	a->max_srq = SR_MAX_SRQ;
+	a->max_srq_wr = SR_MAX_SRQ_WR;
+	a->max_srq_sge = SR_MAX_SRQ_SGE;
+	a->max_pkeys = 1;
+	a->local_ca_ack_delay = 15;
+	a->phys_port_cnt = 1;
+}
+
+SR_EXPORT int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *attr)
+{
+	if (!is_context(ctx) || !attr)
+		return EINVAL;
+	fill_device_attr(attr);
+	return 0;
+}
+
+static int sr_query_device_ex_op(struct ibv_context *ctx,
+				 const struct ibv_query_device_ex_input *input,
+				 struct ibv_device_attr_ex *attr, size_t attr_size)
+{
+	struct ibv_device_attr_ex ex;
+
+	(void)input;
+	if (!is_context(ctx) || !attr || attr_size < sizeof(struct ibv_device_attr))
+		return EINVAL;
+	memset(&ex, 0, sizeof(ex));
+	fill_device_attr(&ex.orig_attr);
+	ex.max_dm_size = 0;
+	if (attr_size > sizeof(ex))
+		attr_size = sizeof(ex);
+	memcpy(attr, &ex, attr_size);
+	return 0;
+}
+
+static void fill_port_attr(struct ibv_port_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->state = IBV_PORT_ACTIVE;
+	a->max_mtu = IBV_MTU_4096;
+	a->active_mtu = IBV_MTU_4096;
+	a->gid_tbl_len = sr_gid_count();
+	a->port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
+	a->max_msg_sz = SR_MAX_MSG_SZ;
+	a->bad_pkey_cntr = 0;
+	a->qkey_viol_cntr = 0;
+	a->pkey_tbl_len = 1;
+	a->lid = 0;
+	a->sm_lid = 0;
+	a->lmc = 0;
+	a->max_vl_num = 1;
+	a->sm_sl = 0;
+	a->subnet_timeout = 0;
+	a->init_type_reply = 0;
+	a->active_width = 2;  /* 4x */
+	a->active_speed = 32; /* 25 Gb/s (EDR) per lane */
+	a->phys_state = 5;    /* LinkUp */
+	a->link_layer = IBV_LINK_LAYER_ETHERNET;
+}
+
+static int sr_query_port_op(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr,
+			    size_t len)
+{
+	struct ibv_port_attr a;
+
+	if (!is_context(ctx) || !attr)
+		return EINVAL;
+	if (port != 1)
+		return EINVAL;
+	fill_port_attr(&a);
+	memcpy(attr, &a, len < sizeof(a) ? len : sizeof(a));
+	return 0;
+}
+
+/*
+ * The exported symbol takes the old, shorter layout (rdma-core's struct
+ * _compat_ibv_port_attr ends with link_layer and flags, before port_cap_flags2).
+ */
+SR_EXPORT int ibv_query_port(struct ibv_context *ctx, uint8_t port, struct _compat_ibv_port_attr *attr)
+{
+	return sr_query_port_op(ctx, port, (struct ibv_port_attr *)attr,
+				offsetof(struct ibv_port_attr, port_cap_flags2));
+}
+
+SR_EXPORT int ibv_query_gid(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid)
+{
+	if (!is_context(ctx) || port != 1 || !gid)
+		return -1;
+	if (sr_gid_get(index, gid)) {
+		errno = EINVAL;
+		return -1;
+	}
+	return 0;
+}
+
+SR_EXPORT int _ibv_query_gid_ex(struct ibv_context *ctx, uint32_t port, uint32_t index,
+				struct ibv_gid_entry *entry, uint32_t flags, size_t entry_size)
+{
+	struct ibv_gid_entry e;
+
+	if (!is_context(ctx) || port != 1 || !entry || flags)
+		return EINVAL;
+	memset(&e, 0, sizeof(e));
+	if (sr_gid_get((int)index, &e.gid))
+		return ENODATA;
+	e.gid_index = index;
+	e.port_num = port;
+	e.gid_type = IBV_GID_TYPE_ROCE_V2;
+	e.ndev_ifindex = 1;
+	memcpy(entry, &e, entry_size < sizeof(e) ? entry_size : sizeof(e));
+	return 0;
+}
+
+SR_EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *ctx, struct ibv_gid_entry *entries,
+				       size_t max_entries, uint32_t flags, size_t entry_size)
+{
+	size_t n = 0;
+
+	if (!is_context(ctx) || (!entries && max_entries) || flags || entry_size < sizeof(*entries))
+		return -EINVAL;
+	for (int i = 0; i < sr_gid_count() && n < max_entries; i++, n++)
+		if (_ibv_query_gid_ex(ctx, 1, (uint32_t)i,
+				      (struct ibv_gid_entry *)((char *)entries + n * entry_size), 0,
+				      entry_size))
+			break;
+	return (ssize_t)n;
+}
+
+/* enum ibv_gid_type_sysfs from rdma-core's driver.h: 0 IB/RoCE v1, 1 RoCE v2 */
+SR_EXPORT int ibv_query_gid_type(struct ibv_context *ctx, uint8_t port, unsigned int index,
+				 int *type)
+{
+	union ibv_gid g;
+
+	if (!is_context(ctx) || port != 1 || !type || sr_gid_get((int)index, &g)) {
+		errno = EINVAL;
+		return -1;
+	}
+	*type = 1;
+	return 0;
+}
+
+SR_EXPORT int ibv_query_pkey(struct ibv_context *ctx, uint8_t port, int index, __be16 *pkey)
+{
+	if (!is_context(ctx) || port != 1 || index != 0 || !pkey) {
+		errno = EINVAL;
+		return -1;
+	}
+	*pkey = htobe16(0xffff);
+	return 0;
+}
+
+SR_EXPORT int ibv_get_pkey_index(struct ibv_context *ctx, uint8_t port, __be16 pkey)
+{
+	if (!is_context(ctx) || port != 1)
+		return -EINVAL;
+	return be16toh(pkey) == 0xffff ? 0 : -ENOENT;
+}
+
+/* ---- async events ------------------------------------------------------- */
+struct sr_async_rec {
+	void *element;
+	int type;
+};
+
+void sr_async_event(struct ibv_context *ctx, enum ibv_event_type type, void *element)
+{
+	struct sr_context *c;
+	struct sr_async_rec r = { element, type };
+
+	if (!is_context(ctx))
+		return;
+	c = (struct sr_context *)((char *)ctx - offsetof(struct verbs_context, context));
+	sr_dbg("async event %s", ibv_event_type_str(type));
+	if (write(c->async_wfd, &r, sizeof(r)) != sizeof(r))
+		sr_dbg("async event dropped");
+}
+
+SR_EXPORT int ibv_get_async_event(struct ibv_context *ctx, struct ibv_async_event *event)
+{
+	struct sr_async_rec r;
+	ssize_t n;
+
+	if (!is_context(ctx) || !event) {
+		errno = EINVAL;
+		return -1;
+	}
+	n = read(ctx->async_fd, &r, sizeof(r));
+	if (n != sizeof(r)) {
+		if (n >= 0)
+			errno = EIO;
+		return -1;
+	}
+	event->event_type = r.type;
+	switch (r.type) {
+	case IBV_EVENT_CQ_ERR:
+		event->element.cq = r.element;
+		break;
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+		event->element.srq = r.element;
+		break;
+	case IBV_EVENT_PORT_ACTIVE:
+	case IBV_EVENT_PORT_ERR:
+	case IBV_EVENT_DEVICE_FATAL:
+		event->element.port_num = 1;
+		break;
+	default:
+		event->element.qp = r.element;
+		break;
+	}
+	return 0;
+}
+
+SR_EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
+{
+	(void)event;
+}
+
+SR_EXPORT int ibv_fork_init(void)
+{
+	return 0;
+}
+
+SR_EXPORT enum ibv_fork_status ibv_is_fork_initialized(void)
+{
+	return IBV_FORK_UNNEEDED;
+}
+
+/* sysfs does not describe this device: callers get "no such file" */
+SR_EXPORT int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size)
+{
+	(void)dir; (void)file; (void)buf; (void)size;
+	errno = ENOENT;
+	return -1;
+}
+
+SR_EXPORT const char *ibv_get_sysfs_path(void)
+{
+	return "/sys";
+}
+
+/* ---- for librdmacm.so.1 ----------------------------------------------------- */
+/* the CM's own context: same device, same objects, not counted as the user's */
+SR_EXPORT struct ibv_context *softrdma_internal_open(void)
+{
+	return sr_open(true);
+}
+
+SR_EXPORT void softrdma_internal_count(int kind, int delta)
+{
+	if (kind == SR_K_CM_ID || kind == SR_K_CM_CHANNEL)
+		sr_count(kind, delta);
+}

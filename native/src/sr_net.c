@@ -1,0 +1,1080 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The wire. Every process that opens the device is one instance:
+ *  - it claims a small instance id in the registry directory shared by all
+ *    processes of the machine ($SOFTRDMA_RUNDIR, default /tmp/softrdma-<uid>):
+ *    file "<id>" is held with flock() for the life of the process and says
+ *    "<pid> <tcp port>"; a dead process's lock vanishes and its id is reused;
+ *  - it listens on an ephemeral TCP port on the wildcard address (IPv6
+ *    dual-stack, else IPv4);
+ *  - QPN = instance << 16 | index, so a peer that knows only GID + QPN (all
+ *    that ibv_rc_pingpong exchanges) reads entry QPN >> 16 for the port and
+ *    connects to the GID's IP address on it;
+ *  - one TCP connection per pair of instances carries all their QPs' messages
+ *    (struct sr_hdr + payload), TCP_NODELAY; peers inside one process call the
+ *    responder and completer directly (same code, no copy to a socket).
+ * A progress thread (epoll) reads incoming messages straight into MR memory,
+ * runs RNR and transport timers, and notices peers that die (EOF/reset).
+ * Requests are written by the posting thread itself.
+ */
+#define _GNU_SOURCE
+#include "sr.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define RBUF_SIZE      (64 * 1024)
+#define IO_TIMEOUT_MS  30000 /* a peer that stalls mid-message this long is dropped */
+#define CONNECT_TIMEOUT_MS 3000
+
+struct sr_pending {
+	struct sr_pending *next;
+	size_t len, off;
+	uint8_t data[];
+};
+
+struct sr_conn {
+	int fd;
+	uint32_t remote_inst;
+	bool hello_done;
+	atomic_bool dead;
+	bool out_armed;
+	bool parked;                    /* EPOLLIN off while threads busy-poll */
+	bool killed;
+	pthread_mutex_t rlock;          /* reader role: progress thread or a polling thread */
+	pthread_mutex_t wlock;          /* writer role: one frame at a time */
+	pthread_mutex_t qlock;          /* pending queue */
+	struct sr_pending *qhead, *qtail;
+	uint8_t *rbuf;
+	size_t rpos, rend;
+	bool big;                       /* last payload was large: read headers alone */
+	bool has_ack;                   /* an ACK held back to be coalesced (rlock) */
+	struct sr_hdr pending_ack;
+	struct sr_conn *_Atomic all_next; /* live list; kept intact when unlinked */
+	struct sr_conn *dead_next;
+};
+
+static uint32_t my_inst;
+static int listen_fd = -1, ep_fd = -1, wake_fd = -1, reg_fd = -1;
+static uint16_t my_port;
+static char rundir[256];
+static pthread_once_t net_once = PTHREAD_ONCE_INIT;
+static int net_err;
+static pthread_mutex_t conn_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sr_conn *conn_by_inst[SR_MAX_INSTANCES + 1];
+/* live connections, walked without a lock by polling threads; dead ones are
+ * unlinked but never freed (QPs and walkers may still point to them) */
+static struct sr_conn *_Atomic all_conns;
+static struct sr_conn *dead_conns;
+/* last time a thread polled the sockets itself (poll_cq on an empty CQ) */
+static _Atomic uint64_t last_poll_ns;
+#define POLL_PARK_NS 200000ull
+
+/* set in the progress thread and while a polling thread runs the input path:
+ * such threads never block on a full socket */
+static __thread bool no_block;
+
+uint32_t sr_net_instance(void)
+{
+	return my_inst;
+}
+
+/* ---- payload sources ------------------------------------------------------ */
+static int wait_fd(int fd, short ev)
+{
+	struct pollfd p = { .fd = fd, .events = ev };
+	int n;
+
+	do
+		n = poll(&p, 1, IO_TIMEOUT_MS);
+	while (n < 0 && errno == EINTR);
+	return n == 1 ? 0 : -1;
+}
+
+/* read exactly len bytes of the current message from the connection */
+static int conn_read(struct sr_conn *c, void *dst, size_t len)
+{
+	uint8_t *d = dst;
+	size_t avail = c->rend - c->rpos;
+
+	if (c->fd < 0)
+		return -1;
+	if (avail) {
+		size_t n = avail < len ? avail : len;
+
+		if (d)
+			memcpy(d, c->rbuf + c->rpos, n);
+		c->rpos += n;
+		len -= n;
+		if (d)
+			d += n;
+	}
+	while (len) {
+		ssize_t n;
+
+		if (d) {
+			n = recv(c->fd, d, len, 0);
+		} else {
+			uint8_t scratch[4096];
+
+			n = recv(c->fd, scratch, len < sizeof(scratch) ? len : sizeof(scratch), 0);
+		}
+		if (n > 0) {
+			len -= (size_t)n;
+			if (d)
+				d += n;
+		} else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+			if (errno == EAGAIN && wait_fd(c->fd, POLLIN))
+				return -1;
+		} else {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int sr_src_copy(struct sr_src *s, void *dst, size_t len)
+{
+	uint8_t *d = dst;
+
+	if (len > s->left)
+		return -1;
+	s->left -= len;
+	if (s->conn)
+		return conn_read(s->conn, dst, len);
+	while (len) {
+		const struct iovec *v = &s->iov[s->idx];
+		size_t n = v->iov_len - s->off;
+
+		if (n > len)
+			n = len;
+		memcpy(d, (const uint8_t *)v->iov_base + s->off, n);
+		d += n;
+		len -= n;
+		s->off += n;
+		if (s->off == v->iov_len) {
+			s->idx++;
+			s->off = 0;
+		}
+	}
+	return 0;
+}
+
+int sr_src_skip(struct sr_src *s, uint64_t len)
+{
+	if (len > s->left)
+		return -1;
+	s->left -= len;
+	if (s->conn)
+		return conn_read(s->conn, NULL, len);
+	while (len) {
+		size_t n = s->iov[s->idx].iov_len - s->off;
+
+		if (n > len)
+			n = (size_t)len;
+		len -= n;
+		s->off += n;
+		if (s->off == s->iov[s->idx].iov_len) {
+			s->idx++;
+			s->off = 0;
+		}
+	}
+	return 0;
+}
+
+static uint64_t payload_len(const struct sr_hdr *h)
+{
+	return (h->op == SR_OP_SEND || h->op == SR_OP_WRITE || h->op == SR_OP_READ_RESP) ? h->len : 0;
+}
+
+/* ---- connection output ------------------------------------------------------ */
+static void arm_out(struct sr_conn *c, bool on)
+{
+	struct epoll_event ev = { .events = (c->parked ? 0 : EPOLLIN) | (on ? EPOLLOUT : 0),
+				  .data.ptr = c };
+
+	if (c->out_armed == on || c->fd < 0)
+		return;
+	c->out_armed = on;
+	epoll_ctl(ep_fd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+static void enqueue(struct sr_conn *c, const struct iovec *iov, int cnt, size_t skip)
+{
+	size_t total = 0;
+	struct sr_pending *p;
+	uint8_t *d;
+
+	for (int i = 0; i < cnt; i++)
+		total += iov[i].iov_len;
+	total -= skip;
+	p = malloc(sizeof(*p) + total);
+	if (!p) {
+		/* the progress thread sees the hang-up and errors the QPs */
+		atomic_store(&c->dead, true);
+		shutdown(c->fd, SHUT_RDWR);
+		return;
+	}
+	p->next = NULL;
+	p->len = total;
+	p->off = 0;
+	d = p->data;
+	for (int i = 0; i < cnt; i++) {
+		size_t l = iov[i].iov_len;
+		const uint8_t *s = iov[i].iov_base;
+
+		if (skip >= l) {
+			skip -= l;
+			continue;
+		}
+		memcpy(d, s + skip, l - skip);
+		d += l - skip;
+		skip = 0;
+	}
+	pthread_mutex_lock(&c->qlock);
+	if (c->qtail)
+		c->qtail->next = p;
+	else
+		c->qhead = p;
+	c->qtail = p;
+	pthread_mutex_unlock(&c->qlock);
+}
+
+/* wlock held; returns bytes written, -1 on a dead connection */
+static ssize_t send_iov(struct sr_conn *c, struct iovec *iov, int cnt, bool blocking)
+{
+	size_t done = 0;
+
+	while (cnt) {
+		struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)cnt };
+		ssize_t n = c->fd < 0 ? -1 : sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN) {
+				if (!blocking)
+					return (ssize_t)done;
+				if (wait_fd(c->fd, POLLOUT))
+					return -1;
+				continue;
+			}
+			return -1;
+		}
+		done += (size_t)n;
+		while (cnt && (size_t)n >= iov->iov_len) {
+			n -= (ssize_t)iov->iov_len;
+			iov->iov_len = 0; /* the caller finds what is left by skipping empty entries */
+			iov++;
+			cnt--;
+		}
+		if (cnt) {
+			iov->iov_base = (uint8_t *)iov->iov_base + n;
+			iov->iov_len -= (size_t)n;
+		}
+	}
+	return (ssize_t)done;
+}
+
+/* wlock held: write queued frames; false if some remain (would block) */
+static bool flush_pending(struct sr_conn *c, bool blocking)
+{
+	for (;;) {
+		struct sr_pending *p;
+		struct iovec v;
+		ssize_t n;
+
+		pthread_mutex_lock(&c->qlock);
+		p = c->qhead;
+		pthread_mutex_unlock(&c->qlock);
+		if (!p)
+			return true;
+		v.iov_base = p->data + p->off;
+		v.iov_len = p->len - p->off;
+		n = send_iov(c, &v, 1, blocking);
+		if (n < 0) {
+			atomic_store(&c->dead, true);
+			return true;
+		}
+		p->off += (size_t)n;
+		if (p->off < p->len)
+			return false;
+		pthread_mutex_lock(&c->qlock);
+		c->qhead = p->next;
+		if (!c->qhead)
+			c->qtail = NULL;
+		pthread_mutex_unlock(&c->qlock);
+		free(p);
+	}
+}
+
+static bool queue_empty(struct sr_conn *c)
+{
+	bool e;
+
+	pthread_mutex_lock(&c->qlock);
+	e = c->qhead == NULL;
+	pthread_mutex_unlock(&c->qlock);
+	return e;
+}
+
+/* give up the writer role without stranding frames queued meanwhile */
+static void writer_release(struct sr_conn *c, bool blocking)
+{
+	for (;;) {
+		bool all = flush_pending(c, blocking);
+
+		if (!all)
+			arm_out(c, true);
+		pthread_mutex_unlock(&c->wlock);
+		if (!all || queue_empty(c) || pthread_mutex_trylock(&c->wlock))
+			return;
+	}
+}
+
+/*
+ * Send one frame. Application threads may block (poll for POLLOUT); the
+ * progress thread never does: what cannot go out now is queued and sent on
+ * EPOLLOUT, so two processes can never wait on each other's full buffers.
+ */
+/* send messages already laid out as iovecs (headers included); v is consumed */
+static int conn_sendv(struct sr_conn *c, struct iovec *v, int cnt)
+{
+	bool blocking = !no_block;
+	size_t total = 0;
+	ssize_t n;
+
+	if (atomic_load(&c->dead))
+		return -1;
+	for (int i = 0; i < cnt; i++)
+		total += v[i].iov_len;
+	if (blocking) {
+		pthread_mutex_lock(&c->wlock);
+	} else if (pthread_mutex_trylock(&c->wlock)) {
+		enqueue(c, v, cnt, 0);
+		if (!pthread_mutex_trylock(&c->wlock))
+			writer_release(c, false);
+		return 0;
+	}
+	if (!flush_pending(c, blocking)) {
+		enqueue(c, v, cnt, 0);
+		writer_release(c, blocking);
+		return 0;
+	}
+	n = send_iov(c, v, cnt, blocking);
+	if (n < 0) {
+		atomic_store(&c->dead, true);
+		pthread_mutex_unlock(&c->wlock);
+		return -1;
+	}
+	if ((size_t)n < total) {
+		/* send_iov emptied what went out; the rest starts at the first non-empty entry */
+		int i = 0;
+
+		while (i < cnt && v[i].iov_len == 0)
+			i++;
+		enqueue(c, v + i, cnt - i, 0);
+	}
+	writer_release(c, blocking);
+	return 0;
+}
+
+static int conn_send(struct sr_conn *c, struct sr_hdr *h, const struct iovec *iov, int cnt)
+{
+	struct iovec v[SR_MAX_SGE + 1];
+
+	v[0].iov_base = h;
+	v[0].iov_len = sizeof(*h);
+	for (int i = 0; i < cnt; i++)
+		v[i + 1] = iov[i];
+	return conn_sendv(c, v, cnt + 1);
+}
+
+/* ---- registry ------------------------------------------------------------------ */
+static int claim_instance(void)
+{
+	const char *dir = getenv("SOFTRDMA_RUNDIR");
+	char path[300], buf[64];
+
+	if (dir && *dir)
+		snprintf(rundir, sizeof(rundir), "%s", dir);
+	else
+		snprintf(rundir, sizeof(rundir), "/tmp/softrdma-%u", (unsigned)getuid());
+	if (mkdir(rundir, 0700) && errno != EEXIST)
+		return -1;
+	for (uint32_t id = 1; id <= SR_MAX_INSTANCES; id++) {
+		int fd, len;
+
+		snprintf(path, sizeof(path), "%s/%u", rundir, id);
+		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return -1;
+		if (flock(fd, LOCK_EX | LOCK_NB)) {
+			close(fd);
+			continue;
+		}
+		len = snprintf(buf, sizeof(buf), "%d %u\n", (int)getpid(), (unsigned)my_port);
+		if (ftruncate(fd, 0) || pwrite(fd, buf, (size_t)len, 0) != len) {
+			close(fd);
+			return -1;
+		}
+		reg_fd = fd;
+		my_inst = id;
+		return 0;
+	}
+	errno = EMFILE;
+	return -1;
+}
+
+static int registry_port(uint32_t inst)
+{
+	char path[300], buf[64] = "";
+	int fd, pid = 0;
+	unsigned port = 0;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/%u", rundir, inst);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0 || sscanf(buf, "%d %u", &pid, &port) != 2 || port == 0 || port > 65535)
+		return -1;
+	return (int)port;
+}
+
+/* ---- connections ---------------------------------------------------------------- */
+static struct sr_conn *conn_new(int fd)
+{
+	struct sr_conn *c = calloc(1, sizeof(*c));
+	int one = 1;
+
+	if (!c)
+		return NULL;
+	c->rbuf = malloc(RBUF_SIZE);
+	if (!c->rbuf) {
+		free(c);
+		return NULL;
+	}
+	c->fd = fd;
+	pthread_mutex_init(&c->rlock, NULL);
+	pthread_mutex_init(&c->wlock, NULL);
+	pthread_mutex_init(&c->qlock, NULL);
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	pthread_mutex_lock(&conn_lock);
+	c->all_next = atomic_load(&all_conns);
+	atomic_store(&all_conns, c);
+	pthread_mutex_unlock(&conn_lock);
+	return c;
+}
+
+struct lost_arg {
+	uint32_t inst;
+};
+
+static void qp_lost(struct sr_qp *qp, void *arg)
+{
+	struct lost_arg *a = arg;
+
+	if (qp->remote_inst == a->inst && a->inst != my_inst)
+		sr_comp_peer_lost(qp);
+}
+
+/* caller holds c->rlock (or c is not published yet) */
+static void conn_kill(struct sr_conn *c, const char *why)
+{
+	struct lost_arg a;
+	struct sr_pending *p;
+
+	atomic_store(&c->dead, true);
+	pthread_mutex_lock(&conn_lock);
+	if (c->killed) {
+		pthread_mutex_unlock(&conn_lock);
+		return;
+	}
+	c->killed = true;
+	if (c->hello_done && conn_by_inst[c->remote_inst] == c)
+		conn_by_inst[c->remote_inst] = NULL;
+	for (struct sr_conn *_Atomic *pp = &all_conns; *pp; pp = &(*pp)->all_next) {
+		if (*pp == c) {
+			atomic_store(pp, c->all_next);
+			break;
+		}
+	}
+	c->dead_next = dead_conns;
+	dead_conns = c;
+	pthread_mutex_unlock(&conn_lock);
+	sr_dbg("connection to instance %u closed: %s", c->remote_inst, why);
+	if (c->fd >= 0) {
+		shutdown(c->fd, SHUT_RDWR);
+		epoll_ctl(ep_fd, EPOLL_CTL_DEL, c->fd, NULL);
+	}
+	pthread_mutex_lock(&c->wlock);
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	/* the caller holds rlock: nobody reads the buffer any more */
+	free(c->rbuf);
+	c->rbuf = NULL;
+	c->rpos = c->rend = 0;
+	c->has_ack = false;
+	pthread_mutex_lock(&c->qlock);
+	while ((p = c->qhead)) {
+		c->qhead = p->next;
+		free(p);
+	}
+	c->qtail = NULL;
+	pthread_mutex_unlock(&c->qlock);
+	pthread_mutex_unlock(&c->wlock);
+	if (c->hello_done) {
+		a.inst = c->remote_inst;
+		sr_qp_foreach(qp_lost, &a);
+	}
+}
+
+static int connect_to(const union ibv_gid *gid, int port)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int fd, err = 0;
+	socklen_t elen = sizeof(err);
+	static const uint8_t v4prefix[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	memset(&ss, 0, sizeof(ss));
+	if (!memcmp(gid->raw, v4prefix, 12)) {
+		struct sockaddr_in *s = (struct sockaddr_in *)&ss;
+
+		s->sin_family = AF_INET;
+		s->sin_port = htons((uint16_t)port);
+		memcpy(&s->sin_addr, &gid->raw[12], 4);
+		len = sizeof(*s);
+	} else {
+		struct sockaddr_in6 *s = (struct sockaddr_in6 *)&ss;
+
+		s->sin6_family = AF_INET6;
+		s->sin6_port = htons((uint16_t)port);
+		memcpy(&s->sin6_addr, gid->raw, 16);
+		len = sizeof(*s);
+	}
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&ss, len) && errno != EINPROGRESS) {
+		close(fd);
+		return -1;
+	}
+	{
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+
+		if (poll(&p, 1, CONNECT_TIMEOUT_MS) != 1 ||
+		    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) || err) {
+			close(fd);
+			return -1;
+		}
+	}
+	return fd;
+}
+
+/* find or open the connection to an instance; the GID names its address */
+static struct sr_conn *conn_get(uint32_t inst, const union ibv_gid *gid)
+{
+	struct sr_conn *c;
+	struct sr_hdr h = { .magic = SR_WIRE_MAGIC, .op = SR_OP_HELLO };
+	struct sr_hdr r;
+	struct epoll_event ev;
+	struct pollfd pfd = { .events = POLLIN };
+	int port, fd;
+
+	if (inst == 0 || inst > SR_MAX_INSTANCES)
+		return NULL;
+	pthread_mutex_lock(&conn_lock);
+	c = conn_by_inst[inst];
+	pthread_mutex_unlock(&conn_lock);
+	if (c && !atomic_load(&c->dead))
+		return c;
+	port = registry_port(inst);
+	if (port < 0) {
+		sr_dbg("instance %u is not registered in %s", inst, rundir);
+		return NULL;
+	}
+	fd = connect_to(gid, port);
+	if (fd < 0) {
+		sr_dbg("connect to instance %u port %d: %s", inst, port, strerror(errno));
+		return NULL;
+	}
+	/* HELLO both ways proves we reached the instance the registry named */
+	h.syndrome = my_inst;
+	h.dst_qpn = inst;
+	if (send(fd, &h, sizeof(h), MSG_NOSIGNAL) != sizeof(h)) {
+		close(fd);
+		return NULL;
+	}
+	c = conn_new(fd);
+	if (!c) {
+		close(fd);
+		return NULL;
+	}
+	pthread_mutex_lock(&c->rlock);
+	/* a port reused by some other program must not hold us for long */
+	pfd.fd = fd;
+	if (poll(&pfd, 1, CONNECT_TIMEOUT_MS) != 1 ||
+	    conn_read(c, &r, sizeof(r)) || r.magic != SR_WIRE_MAGIC || r.op != SR_OP_HELLO ||
+	    r.syndrome != inst) {
+		sr_dbg("instance %u: handshake failed", inst);
+		conn_kill(c, "bad handshake");
+		pthread_mutex_unlock(&c->rlock);
+		return NULL;
+	}
+	c->remote_inst = inst;
+	c->hello_done = true;
+	pthread_mutex_unlock(&c->rlock);
+	pthread_mutex_lock(&conn_lock);
+	if (!conn_by_inst[inst] || atomic_load(&conn_by_inst[inst]->dead))
+		conn_by_inst[inst] = c;
+	pthread_mutex_unlock(&conn_lock);
+	ev.events = EPOLLIN;
+	ev.data.ptr = c;
+	epoll_ctl(ep_fd, EPOLL_CTL_ADD, fd, &ev);
+	sr_dbg("connected to instance %u (port %d)", inst, port);
+	return c;
+}
+
+void sr_net_qp_connect(struct sr_qp *qp)
+{
+	pthread_mutex_lock(&qp->send_lock);
+	qp->remote_inst = qp->attr.dest_qp_num >> SR_QPN_INDEX_BITS;
+	qp->conn = NULL;
+	if (qp->remote_inst != my_inst)
+		qp->conn = conn_get(qp->remote_inst, &qp->attr.ah_attr.grh.dgid);
+	pthread_mutex_unlock(&qp->send_lock);
+}
+
+void sr_net_qp_release(struct sr_qp *qp)
+{
+	qp->conn = NULL;
+}
+
+/* send_lock held */
+int sr_net_send(struct sr_qp *qp, struct sr_hdr *h, const struct iovec *iov, int iovcnt)
+{
+	if (qp->remote_inst == my_inst) {
+		struct sr_src s = { .iov = iov, .iovcnt = iovcnt, .left = payload_len(h) };
+
+		sr_resp_handle(NULL, h, &s);
+		return 0;
+	}
+	if (!qp->conn || atomic_load(&qp->conn->dead))
+		qp->conn = conn_get(qp->remote_inst, &qp->attr.ah_attr.grh.dgid);
+	if (!qp->conn)
+		return -1;
+	return conn_send(qp->conn, h, iov, iovcnt);
+}
+
+static void flush_ack(struct sr_conn *c)
+{
+	if (c->has_ack) {
+		c->has_ack = false;
+		conn_send(c, &c->pending_ack, NULL, 0);
+	}
+}
+
+/*
+ * Replies go back on the path the request came from. On the wire, ACKs are
+ * coalesced while a batch of requests is being handled (IBA 9.7.5.1.1: an ACK
+ * acknowledges every earlier PSN); any other reply first releases the held ACK
+ * so that responses stay in PSN order.
+ */
+bool sr_net_is_local(struct sr_qp *qp)
+{
+	return qp->remote_inst == my_inst;
+}
+
+/* send_lock held: several requests of one QP in one system call */
+int sr_net_send_batch(struct sr_qp *qp, struct iovec *v, int cnt)
+{
+	if (!qp->conn || atomic_load(&qp->conn->dead))
+		qp->conn = conn_get(qp->remote_inst, &qp->attr.ah_attr.grh.dgid);
+	if (!qp->conn)
+		return -1;
+	return conn_sendv(qp->conn, v, cnt);
+}
+
+void sr_net_reply(struct sr_conn *conn, struct sr_hdr *h, const struct iovec *iov, int iovcnt)
+{
+	if (!conn) {
+		struct sr_src s = { .iov = iov, .iovcnt = iovcnt, .left = payload_len(h) };
+
+		sr_comp_handle(h, &s);
+		return;
+	}
+	if (h->op == SR_OP_ACK) {
+		if (conn->has_ack && (conn->pending_ack.src_qpn != h->src_qpn ||
+				      conn->pending_ack.dst_qpn != h->dst_qpn))
+			flush_ack(conn);
+		conn->pending_ack = *h;
+		conn->has_ack = true;
+		return;
+	}
+	flush_ack(conn);
+	conn_send(conn, h, iov, iovcnt);
+}
+
+/* a thread armed a CQ and is about to sleep: the progress thread must receive again */
+void sr_net_stop_polling(void)
+{
+	if (atomic_exchange(&last_poll_ns, 0))
+		sr_net_kick_timer();
+}
+
+void sr_net_kick_timer(void)
+{
+	uint64_t one = 1;
+
+	if (write(wake_fd, &one, sizeof(one)) < 0)
+		sr_dbg("wakeup lost");
+}
+
+/* ---- progress thread -------------------------------------------------------------- */
+static bool valid_frame(struct sr_conn *c, const struct sr_hdr *h)
+{
+	if (h->magic != SR_WIRE_MAGIC || h->op == 0 || h->op >= SR_OP_MAX)
+		return false;
+	if (!c->hello_done)
+		return h->op == SR_OP_HELLO;
+	if (h->op == SR_OP_HELLO)
+		return false;
+	/* a peer may only speak for its own QPs */
+	if (h->src_qpn >> SR_QPN_INDEX_BITS != c->remote_inst)
+		return false;
+	if (payload_len(h) > SR_MAX_MSG_SZ || (h->op == SR_OP_READ && h->len > SR_MAX_MSG_SZ))
+		return false;
+	return true;
+}
+
+static int handle_frame(struct sr_conn *c, struct sr_hdr *h)
+{
+	struct sr_src s = { .conn = c, .left = payload_len(h) };
+
+	if (!valid_frame(c, h)) {
+		conn_kill(c, "malformed message");
+		return -1;
+	}
+	if (h->op == SR_OP_HELLO) {
+		struct sr_hdr r = { .magic = SR_WIRE_MAGIC, .op = SR_OP_HELLO, .syndrome = my_inst };
+
+		if (h->dst_qpn != my_inst || h->syndrome == 0 || h->syndrome > SR_MAX_INSTANCES) {
+			conn_kill(c, "handshake for another instance");
+			return -1;
+		}
+		c->remote_inst = h->syndrome;
+		c->hello_done = true;
+		pthread_mutex_lock(&conn_lock);
+		if (!conn_by_inst[c->remote_inst] || atomic_load(&conn_by_inst[c->remote_inst]->dead))
+			conn_by_inst[c->remote_inst] = c;
+		pthread_mutex_unlock(&conn_lock);
+		conn_send(c, &r, NULL, 0);
+		return 0;
+	}
+	if (sr_debug)
+		sr_dbg("rx %s 0x%x -> 0x%x psn %u len %llu", sr_opcode_name(h->op), h->src_qpn,
+		       h->dst_qpn, h->psn, (unsigned long long)h->len);
+	pthread_rwlock_rdlock(&sr_mr_lock);
+	if (h->op <= SR_OP_FETCH_ADD)
+		sr_resp_handle(c, h, &s);
+	else
+		sr_comp_handle(h, &s);
+	pthread_rwlock_unlock(&sr_mr_lock);
+	if (s.left || atomic_load(&c->dead)) {
+		conn_kill(c, "stream ended inside a message");
+		return -1;
+	}
+	return 0;
+}
+
+/* caller holds c->rlock; returns the number of messages handled */
+static int conn_input(struct sr_conn *c)
+{
+	int handled = 0;
+
+	/* a few rounds per call: a stream of large messages then costs no epoll
+	 * wakeup per message, and other connections still get their turn */
+	for (int round = 0; round < 16 && c->fd >= 0 && !atomic_load(&c->dead); round++) {
+		ssize_t n;
+
+		if (c->rpos == c->rend) {
+			c->rpos = c->rend = 0;
+		} else if (c->rpos) {
+			memmove(c->rbuf, c->rbuf + c->rpos, c->rend - c->rpos);
+			c->rend -= c->rpos;
+			c->rpos = 0;
+		}
+		/* after a large message, expect another: read the header alone so
+		 * the payload goes from the socket straight into the MR */
+		n = recv(c->fd, c->rbuf + c->rend,
+			 c->big && c->rend < sizeof(struct sr_hdr) ? sizeof(struct sr_hdr) - c->rend :
+			 RBUF_SIZE - c->rend, MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+			conn_kill(c, n == 0 ? "peer closed" : strerror(errno));
+			break;
+		}
+		if (n < 0)
+			break;
+		c->rend += (size_t)n;
+		while (c->rend - c->rpos >= sizeof(struct sr_hdr) && !atomic_load(&c->dead)) {
+			struct sr_hdr h;
+
+			memcpy(&h, c->rbuf + c->rpos, sizeof(h));
+			c->rpos += sizeof(h);
+			c->big = payload_len(&h) >= 16384;
+			if (handle_frame(c, &h))
+				return handled;
+			handled++;
+		}
+		flush_ack(c);
+	}
+	return handled;
+}
+
+/*
+ * Called by poll_cq when the CQ is empty: a thread that busy-polls receives
+ * for itself instead of waiting for the progress thread to be scheduled
+ * (on a small machine the pollers would starve it).
+ */
+int sr_net_poll(bool busy)
+{
+	struct sr_conn *c;
+	bool saved = no_block;
+	int handled = 0;
+
+	c = atomic_load_explicit(&all_conns, memory_order_acquire);
+	if (!c)
+		return 0;
+	if (busy) {
+		uint64_t now = sr_now_ns();
+
+		/* keep the shared line quiet: refresh only when it has aged */
+		if (now - atomic_load_explicit(&last_poll_ns, memory_order_relaxed) > POLL_PARK_NS / 8)
+			atomic_store_explicit(&last_poll_ns, now, memory_order_relaxed);
+	}
+	no_block = true;
+	for (; c; c = c->all_next) {
+		if (atomic_load_explicit(&c->dead, memory_order_relaxed) || pthread_mutex_trylock(&c->rlock))
+			continue;
+		handled += conn_input(c);
+		pthread_mutex_unlock(&c->rlock);
+	}
+	no_block = saved;
+	return handled;
+}
+
+struct scan_arg {
+	uint64_t now, next;
+};
+
+static void scan_qp(struct sr_qp *qp, void *arg)
+{
+	struct scan_arg *a = arg;
+
+	if (!qp->timer_deadline_ns && qp->sq_head == qp->sq_next)
+		return;
+	sr_comp_timer(qp, a->now);
+	if (qp->rnr_wait && qp->timer_deadline_ns && qp->timer_deadline_ns < a->next)
+		a->next = qp->timer_deadline_ns;
+}
+
+static void set_parked(struct sr_conn *c, bool on)
+{
+	struct epoll_event ev = { .events = (on ? 0 : EPOLLIN) | (c->out_armed ? EPOLLOUT : 0),
+				  .data.ptr = c };
+
+	c->parked = on;
+	if (c->fd >= 0)
+		epoll_ctl(ep_fd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+/* pollers went quiet: take the parked connections back */
+static void unpark_all(void)
+{
+	struct sr_conn *c;
+
+	for (c = atomic_load(&all_conns); c; c = c->all_next) {
+		if (!c->parked)
+			continue;
+		set_parked(c, false);
+		pthread_mutex_lock(&c->rlock);
+		conn_input(c);
+		pthread_mutex_unlock(&c->rlock);
+	}
+}
+
+static void *progress(void *unused)
+{
+	struct epoll_event evs[64];
+	uint64_t next_scan = 0;
+	int parked = 0;
+	bool have_pwait2 = true;        /* Linux 5.11: timeouts below a millisecond */
+
+	(void)unused;
+	no_block = true;
+	for (;;) {
+		uint64_t now = sr_now_ns(), wait_ns;
+		int n;
+
+		if (now >= next_scan) {
+			struct scan_arg a = { now, now + 100000000ull };
+
+			sr_qp_foreach(scan_qp, &a);
+			next_scan = a.next;
+		}
+		if (parked && now - atomic_load(&last_poll_ns) >= POLL_PARK_NS) {
+			unpark_all();
+			parked = 0;
+		}
+		wait_ns = next_scan - now;
+		if (parked && wait_ns > POLL_PARK_NS)
+			wait_ns = POLL_PARK_NS;
+		if (have_pwait2) {
+			struct timespec ts = { (time_t)(wait_ns / 1000000000ull), (long)(wait_ns % 1000000000ull) };
+
+			n = epoll_pwait2(ep_fd, evs, 64, &ts, NULL);
+			if (n < 0 && errno == ENOSYS) {
+				have_pwait2 = false;
+				continue;
+			}
+		} else {
+			n = epoll_wait(ep_fd, evs, 64, (int)((wait_ns + 999999) / 1000000));
+		}
+		for (int i = 0; i < n; i++) {
+			struct sr_conn *c = evs[i].data.ptr;
+
+			if (!c) {
+				int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+				if (fd >= 0) {
+					struct sr_conn *nc = conn_new(fd);
+					struct epoll_event ev = { .events = EPOLLIN };
+
+					if (!nc) {
+						close(fd);
+						continue;
+					}
+					ev.data.ptr = nc;
+					epoll_ctl(ep_fd, EPOLL_CTL_ADD, fd, &ev);
+				}
+			} else if (c == (void *)&wake_fd) {
+				uint64_t v;
+
+				if (read(wake_fd, &v, sizeof(v)) < 0)
+					continue;
+				next_scan = 0;
+				if (parked && !atomic_load(&last_poll_ns)) {
+					unpark_all();
+					parked = 0;
+				}
+			} else {
+				if (evs[i].events & EPOLLOUT) {
+					if (!pthread_mutex_trylock(&c->wlock)) {
+						arm_out(c, false);
+						writer_release(c, false);
+					}
+				}
+				if ((evs[i].events & (EPOLLHUP | EPOLLERR)) == 0 && c->hello_done &&
+				    sr_now_ns() - atomic_load(&last_poll_ns) < POLL_PARK_NS) {
+					/*
+					 * Threads are busy-polling and receive for themselves:
+					 * stop waking up per message (on two cores, each wakeup
+					 * preempts a poller), look again after POLL_PARK_NS.
+					 */
+					set_parked(c, true);
+					parked++;
+					continue;
+				}
+				if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+					pthread_mutex_lock(&c->rlock);
+					conn_input(c);
+					pthread_mutex_unlock(&c->rlock);
+				}
+			}
+		}
+	}
+	return NULL;
+}
+
+static void net_init(void)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct epoll_event ev;
+	pthread_t th;
+	pthread_attr_t at;
+	int zero = 0, fd;
+
+	fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd >= 0) {
+		struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_ANY_INIT };
+
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+		if (bind(fd, (struct sockaddr *)&a, sizeof(a))) {
+			close(fd);
+			fd = -1;
+		}
+	}
+	if (fd < 0) {
+		struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY) };
+
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)))
+			goto fail;
+	}
+	if (listen(fd, 128) || getsockname(fd, (struct sockaddr *)&ss, &len))
+		goto fail;
+	listen_fd = fd;
+	my_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port :
+			((struct sockaddr_in *)&ss)->sin_port);
+	if (claim_instance())
+		goto fail;
+	ep_fd = epoll_create1(EPOLL_CLOEXEC);
+	wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (ep_fd < 0 || wake_fd < 0)
+		goto fail;
+	ev.events = EPOLLIN;
+	ev.data.ptr = NULL;
+	epoll_ctl(ep_fd, EPOLL_CTL_ADD, listen_fd, &ev);
+	ev.data.ptr = &wake_fd;
+	epoll_ctl(ep_fd, EPOLL_CTL_ADD, wake_fd, &ev);
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&th, &at, progress, NULL))
+		goto fail;
+	pthread_attr_destroy(&at);
+	sr_dbg("instance %u, port %u, registry %s", my_inst, (unsigned)my_port, rundir);
+	return;
+fail:
+	net_err = errno ? errno : EIO;
+	fprintf(stderr, "softrdma: cannot start the device (registry %s): %s\n", rundir,
+		strerror(net_err));
+}
+
+int sr_net_start(void)
+{
+	pthread_once(&net_once, net_init);
+	if (net_err) {
+		errno = net_err;
+		return -1;
+	}
+	return 0;
+}
