@@ -1,0 +1,52 @@
+#!/bin/bash
+# Benchmark floor of an RDMA library dir: perftest's ib_send_lat, ib_write_bw, ib_send_bw at 64, 4096
+# and 65536 bytes on ADDR (loopback), printed as one table. Numbers, not assertions.
+# usage: perftest.sh [LIBDIR|system]   (default $SOFTRDMA_LIBDIR, else native/build/lib)
+# env: ADDR (default 127.0.0.1), ITERS (default 5000 lat / 2000 bw), PT_TIMEOUT (s, default 120),
+#      EXTRA (extra perftest flags, e.g. "-R" to connect through rdma_cm)
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+LIBDIR=${1:-${SOFTRDMA_LIBDIR:-$HERE/../build/lib}}
+ADDR=${ADDR:-127.0.0.1}
+T=${PT_TIMEOUT:-120}
+if [ "$LIBDIR" = system ]; then unset LD_LIBRARY_PATH; else
+  [ -e "$LIBDIR/libibverbs.so.1" ] || { echo "no libibverbs.so.1 in $LIBDIR" >&2; exit 2; }
+  export LD_LIBRARY_PATH=$(cd "$LIBDIR" && pwd)
+fi
+W=$(mktemp -d /tmp/sr-perf.XXXXXX)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$W"' EXIT
+ibv_devinfo -v >"$W/infov" 2>&1
+awk -v a="::ffff:$ADDR" '
+  /hca_id:/ {dev=$2}
+  /GID\[ *[0-9]+\]:/ { line=$0; sub(/.*GID\[ */, "", line); idx=line; sub(/\].*/, "", idx);
+     g=$0; sub(/.*\]:[ \t]*/, "", g); split(g, parts, ","); gid=parts[1]; gsub(/[ \t]/, "", gid);
+     if (gid == a && !f) { print dev, idx; f=1 } }' "$W/infov" >"$W/gid"
+read -r DEV GIDX <"$W/gid"
+[ -n "${DEV:-}" ] || { echo "no GID ::ffff:$ADDR found (ibv_devinfo -v)" >&2; exit 2; }
+echo "perftest on ${LD_LIBRARY_PATH:-system libraries}: device $DEV gid index $GIDX addr $ADDR ${EXTRA:-}"
+printf '%-12s %8s  %s\n' test bytes result
+RC=0
+for t in ib_send_lat ib_write_bw ib_send_bw; do
+  for s in 64 4096 65536; do
+    case $t in *lat) n=${ITERS:-5000} ;; *) n=${ITERS:-2000} ;; esac
+    P=$(( 20000 + RANDOM % 20000 ))
+    G="-d $DEV -x $GIDX"; case "${EXTRA:-}" in *-R*) G="-d $DEV" ;; esac
+    timeout -k 5 "$T" $t $G -F -s $s -n $n -p $P ${EXTRA:-} >"$W/s" 2>&1 & sp=$!
+    for i in $(seq 150); do grep -q 'Waiting for client' "$W/s" 2>/dev/null && break; sleep 0.1; done; sleep 0.3
+    timeout -k 5 "$T" $t $G -F -s $s -n $n -p $P ${EXTRA:-} "$ADDR" >"$W/c" 2>&1; c=$?
+    if [ $c != 0 ] && kill -0 $sp 2>/dev/null; then   # server maybe not listening yet: one retry
+      sleep 3; timeout -k 5 "$T" $t $G -F -s $s -n $n -p $P ${EXTRA:-} "$ADDR" >"$W/c" 2>&1; c=$?
+    fi
+    wait $sp; sr=$?
+    line=$(awk '/#bytes/{h=1; next} h && /^ *[0-9]/{print; exit}' "$W/c")
+    if [ $c != 0 ] || [ $sr != 0 ] || [ -z "$line" ]; then
+      printf '%-12s %8s  FAILED (client %s, server %s)\n' $t $s $c $sr; tail -3 "$W/c" | sed 's/^/      | /'; RC=1; continue
+    fi
+    set -- $line
+    case $t in
+      *lat) printf '%-12s %8s  t_min %s us  t_typical %s us  t_avg %s us  t_99%% %s us\n' $t $s $3 $5 $6 $8 ;;
+      *)    printf '%-12s %8s  BW avg %s MB/s  peak %s MB/s  %s Mpps\n' $t $s $4 $3 $5 ;;
+    esac
+  done
+done
+exit $RC
