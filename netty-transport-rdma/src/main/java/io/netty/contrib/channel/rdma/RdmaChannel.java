@@ -42,6 +42,7 @@ import java.net.SocketAddress;
 import java.nio.channels.AlreadyConnectedException;
 import java.nio.channels.ClosedChannelException;
 import java.nio.channels.ConnectionPendingException;
+import java.nio.channels.NotYetConnectedException;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -79,7 +80,11 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
     private SocketAddress requestedRemoteAddress;
     private volatile InetSocketAddress local;
     private volatile InetSocketAddress remote;
-    private final Runnable readTask = this::readReady;
+    private boolean readScheduled;
+    private final Runnable readTask = () -> {
+        readScheduled = false;
+        readReady();
+    };
 
     /** A client channel; connect it with {@link io.netty.bootstrap.Bootstrap}. */
     public RdmaChannel() {
@@ -193,6 +198,10 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
     }
 
     private void shutdownInput0(ChannelPromise promise) {
+        if (!isActive()) {
+            promise.setFailure(new NotYetConnectedException());
+            return;
+        }
         // RDMA has no way to refuse the peer's data: stop delivering it; the peer's credit dries up.
         inputShutdown = true;
         promise.setSuccess();
@@ -337,10 +346,11 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
                 c.destroyQueuePair();
                 c.release();
             }
-            if (id != null) {
-                id.close();
-            }
             RdmaIoHandler.Registration r = registration;
+            if (id != null) {
+                // Not now: the id may have an event being handled, acknowledged when the handler returns.
+                r.handler().closeLater(id);
+            }
             if (r != null) {
                 r.lingerDone();
             }
@@ -351,12 +361,15 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
     protected void doBeginRead() {
         readPending = true;
         if (connection != null && connection.hasPending()) {
-            eventLoop().execute(readTask);
+            scheduleRead();
         }
     }
 
     @Override
     protected void doShutdownOutput() throws Exception {
+        if (!isActive()) {
+            throw new NotYetConnectedException();
+        }
         outputShutdown = true;
         if (connection != null && !connection.shutdownOutput()) {
             shutdownPending = true;
@@ -366,7 +379,7 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
     @Override
     protected void doWrite(ChannelOutboundBuffer in) throws Exception {
         if (connection == null || !connection.started()) {
-            throw new java.nio.channels.NotYetConnectedException();
+            throw new NotYetConnectedException();
         }
         connection.write(in);
     }
@@ -497,9 +510,11 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
             failConnect(new ConnectException("connection to " + requestedRemoteAddress + " was closed by the peer"));
             return;
         }
-        readReady();
-        if (connection == null || !connection.hasPending()) {
+        if (connection == null) {
             closeOnPeerGone();
+        } else {
+            // Close once everything that arrived before the disconnect has been read (onCompletionBatchDone).
+            registration.handler().afterNextCompletions(registration);
         }
     }
 
@@ -564,20 +579,25 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
             return;
         }
         readReady();
-        if (connection == null) {
+        if (!open || connection == null) {
+            // readReady() delivered the last bytes of a peer that is gone, and closed the channel.
+            return;
+        }
+        if (peerGone) {
+            if (!connection.hasPending()) {
+                closeOnPeerGone();
+            }
             return;
         }
         if (shutdownPending && connection.shutdownOutput()) {
             shutdownPending = false;
         }
-        if (!unsafe().outboundBuffer().isEmpty()) {
+        ChannelOutboundBuffer out = unsafe().outboundBuffer();
+        if (out != null && !out.isEmpty()) {
             ((RdmaUnsafe) unsafe()).flushNow();
         }
-        if (connection != null) {
+        if (open && connection != null) {
             connection.flushReceives();
-        }
-        if (peerGone && connection != null && !connection.hasPending()) {
-            closeOnPeerGone();
         }
     }
 
@@ -601,19 +621,21 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
         }
 
         @Override
-        public void data(long address, int length) {
+        public int data(long address, int length) {
             readPending = false;
-            ByteBuf buf = config.getAllocator().directBuffer(length);
+            ByteBuf buf = handle.allocate(config.getAllocator());
+            int n = Math.min(buf.writableBytes(), length);
             if (buf.hasMemoryAddress()) {
-                MemorySegment.copy(ALL_MEMORY, address, ALL_MEMORY, buf.memoryAddress() + buf.writerIndex(), length);
-                buf.writerIndex(buf.writerIndex() + length);
+                MemorySegment.copy(ALL_MEMORY, address, ALL_MEMORY, buf.memoryAddress() + buf.writerIndex(), n);
+                buf.writerIndex(buf.writerIndex() + n);
             } else {
-                buf.writeBytes(MemorySegment.ofAddress(address).reinterpret(length).asByteBuffer());
+                buf.writeBytes(ALL_MEMORY.asSlice(address, n).asByteBuffer());
             }
-            handle.attemptedBytesRead(length);
-            handle.lastBytesRead(length);
+            handle.attemptedBytesRead(buf.writableBytes() + n);
+            handle.lastBytesRead(n);
             handle.incMessagesRead(1);
             pipeline().fireChannelRead(buf);
+            return n;
         }
 
         @Override
@@ -652,6 +674,16 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
         }
         if (c.hasPending() && isActive() && !inputShutdown && (config.isAutoRead() || readPending)) {
             // maxMessagesPerRead reached: give other channels a turn, then go on.
+            scheduleRead();
+        } else if (peerGone && !c.hasPending()) {
+            // Everything the peer sent before it left has been read.
+            closeOnPeerGone();
+        }
+    }
+
+    private void scheduleRead() {
+        if (!readScheduled) {
+            readScheduled = true;
             eventLoop().execute(readTask);
         }
     }

@@ -49,8 +49,11 @@ final class RdmaConnection {
         /** Whether the channel wants more data now. */
         boolean reading();
 
-        /** {@code length} bytes at {@code address}, valid during the call only. */
-        void data(long address, int length);
+        /**
+         * Up to {@code length} bytes at {@code address}, valid during the call only; returns how many it took
+         * (the rest is offered again on the next call).
+         */
+        int data(long address, int length);
 
         /** The peer sent SHUTDOWN: nothing more will come. */
         void shutdown();
@@ -105,6 +108,7 @@ final class RdmaConnection {
     private int peerMaxSend;
     private int maxRingWrite;
     private final MessageHeader header = new MessageHeader();
+    private boolean released;
 
     RdmaConnection(int channelId, RdmaIoHandler handler, CmId id, RdmaDevices.Device device,
                    RdmaChannelConfig config) {
@@ -244,30 +248,44 @@ final class RdmaConnection {
     }
 
     boolean hasPending() {
-        return pendingCount > 0;
+        return !released && pendingCount > 0;
     }
 
     /** Hands queued data to {@code inbound} while it reads; returns how many messages it took. */
     int deliver(Inbound inbound) {
         int delivered = 0;
-        while (pendingCount > 0 && inbound.reading()) {
+        // The reader may close the channel, and so release this connection, from inside a callback.
+        // A SHUTDOWN with nothing before it is delivered even when the reader is not reading, as a socket reports
+        // end of input.
+        while (!released && pendingCount > 0 && (pendingKind[pendingHead] == KIND_SHUTDOWN || inbound.reading())) {
             int at = pendingHead;
+            byte kind = pendingKind[at];
+            if (kind != KIND_SHUTDOWN && pendingLength[at] > 0) {
+                int n = inbound.data(pendingAddress[at], pendingLength[at]);
+                delivered++;
+                if (released) {
+                    break;
+                }
+                pendingAddress[at] += n;
+                pendingLength[at] -= n;
+                if (pendingLength[at] > 0) {
+                    continue;
+                }
+            }
             pendingHead = (pendingHead + 1) % recvCount;
             pendingCount--;
-            delivered++;
-            int slot = pendingSlots[at];
-            byte kind = pendingKind[at];
             try {
                 if (kind == KIND_SHUTDOWN) {
+                    delivered++;
                     inbound.shutdown();
-                } else if (pendingLength[at] > 0) {
-                    inbound.data(pendingAddress[at], pendingLength[at]);
                 }
             } finally {
-                if (kind == KIND_RING) {
-                    ringReleases.release(pendingRingSeq[at]);
+                if (!released) {
+                    if (kind == KIND_RING) {
+                        ringReleases.release(pendingRingSeq[at]);
+                    }
+                    repost(pendingSlots[at]);
                 }
-                repost(slot);
             }
         }
         return delivered;
@@ -281,6 +299,9 @@ final class RdmaConnection {
 
     /** Posts the receives freed since the last call, and a CREDIT message if the peer needs one. */
     void flushReceives() {
+        if (released) {
+            return;
+        }
         if (repostCount > 0) {
             int n = repostCount;
             repostCount = 0;
@@ -500,8 +521,12 @@ final class RdmaConnection {
         }
     }
 
-    /** Frees everything; call {@link #destroyQueuePair()} first. */
+    /** Frees everything; call {@link #destroyQueuePair()} first. Idempotent. */
     void release() {
+        if (released) {
+            return;
+        }
+        released = true;
         for (int s = 0; inflight != null && s < inflight.length; s++) {
             if (inflight[s] != null) {
                 inflight[s].release();

@@ -54,6 +54,8 @@ public final class RdmaIoHandler implements IoHandler {
     private LinuxEpoll epoll;
     private CmEventChannel cmChannel;
     private final List<Registration> touched = new ArrayList<>();
+    private final List<AutoCloseable> toClose = new ArrayList<>();
+    private final List<Registration> afterCompletions = new ArrayList<>();
     private int nextId;
     private volatile boolean blocked;
     private volatile boolean wakeRequested;
@@ -197,28 +199,7 @@ public final class RdmaIoHandler implements IoHandler {
 
     /** Dispatches every completion and rdma_cm event that is ready; returns how many. */
     private int poll() {
-        int work = 0;
-        for (int i = 0; i < deviceQueues.size(); i++) {
-            DeviceQueue q = deviceQueues.get(i);
-            int n;
-            do {
-                n = q.cq.poll(q.completions);
-                for (int j = 0; j < n; j++) {
-                    dispatch(q.completions, j);
-                }
-                work += n;
-            } while (n == q.completions.capacity());
-        }
-        for (int i = 0; i < touched.size(); i++) {
-            Registration r = touched.get(i);
-            r.touched = false;
-            try {
-                r.handle.completionBatchDone();
-            } catch (Throwable t) {
-                logger.warn("failed to finish a batch of completions of {}", r.handle, t);
-            }
-        }
-        touched.clear();
+        int work = pollCompletions();
         for (;;) {
             CmEvent event;
             try {
@@ -247,7 +228,71 @@ public final class RdmaIoHandler implements IoHandler {
                 event.ack();
             }
         }
+        if (!afterCompletions.isEmpty()) {
+            // A peer's disconnect can be reported after its last messages reached the CQ but before this loop
+            // polled them: poll again, then let the channels decide whether everything has arrived.
+            work += pollCompletions();
+            for (int i = 0; i < afterCompletions.size(); i++) {
+                Registration r = afterCompletions.get(i);
+                try {
+                    if (r.valid || r.handle.lingering()) {
+                        r.handle.completionBatchDone();
+                    }
+                } catch (Throwable t) {
+                    logger.warn("failed to handle the disconnect of {}", r.handle, t);
+                }
+            }
+            afterCompletions.clear();
+        }
+        closeDeferred();
         return work;
+    }
+
+    private int pollCompletions() {
+        int work = 0;
+        for (int i = 0; i < deviceQueues.size(); i++) {
+            DeviceQueue q = deviceQueues.get(i);
+            int n;
+            do {
+                n = q.cq.poll(q.completions);
+                for (int j = 0; j < n; j++) {
+                    dispatch(q.completions, j);
+                }
+                work += n;
+            } while (n == q.completions.capacity());
+        }
+        for (int i = 0; i < touched.size(); i++) {
+            Registration r = touched.get(i);
+            r.touched = false;
+            try {
+                r.handle.completionBatchDone();
+            } catch (Throwable t) {
+                logger.warn("failed to finish a batch of completions of {}", r.handle, t);
+            }
+        }
+        touched.clear();
+        return work;
+    }
+
+    /** Calls the handle's {@link RdmaIoHandle#completionBatchDone()} after the completion queue is polled again. */
+    void afterNextCompletions(Registration registration) {
+        afterCompletions.add(registration);
+    }
+
+    /** Closes {@code object} once the event being handled (if any) is acknowledged. Loop thread only. */
+    void closeLater(AutoCloseable object) {
+        toClose.add(object);
+    }
+
+    private void closeDeferred() {
+        for (int i = 0; i < toClose.size(); i++) {
+            try {
+                toClose.get(i).close();
+            } catch (Exception e) {
+                logger.warn("failed to close {}", toClose.get(i), e);
+            }
+        }
+        toClose.clear();
     }
 
     private void dispatch(WorkCompletions completions, int index) {
@@ -281,12 +326,17 @@ public final class RdmaIoHandler implements IoHandler {
 
     @Override
     public void destroy() {
+        closeDeferred();
         for (DeviceQueue q : deviceQueues) {
             q.close();
         }
         deviceQueues.clear();
         if (cmChannel != null) {
-            cmChannel.close();
+            try {
+                cmChannel.close();
+            } catch (RuntimeException e) {
+                logger.warn("rdma_cm event channel of an event loop still in use at shutdown", e);
+            }
         }
         if (epoll != null) {
             epoll.close();

@@ -123,7 +123,8 @@ public final class RdmaServerChannel extends AbstractServerChannel implements Se
             child.unsafe().closeForcibly();
         }
         if (cmId != null) {
-            cmId.close();
+            // Not now: a connection request for it may be being handled.
+            registration.handler().closeLater(cmId);
             cmId = null;
         }
     }
@@ -141,6 +142,9 @@ public final class RdmaServerChannel extends AbstractServerChannel implements Se
         }
         CmId id = event.id();
         byte[] data = event.privateData();
+        // Acknowledge before using the id: rejecting and destroying it, or rdma_migrate_id on the child's loop,
+        // wait for its events to be acknowledged.
+        event.ack();
         if (!open) {
             reject(id, RejectReason.REASON_NOT_ACCEPTING);
             return;
@@ -158,10 +162,7 @@ public final class RdmaServerChannel extends AbstractServerChannel implements Se
                     ? RejectReason.REASON_VERSION_MISMATCH : RejectReason.REASON_INVALID_PARAMETERS);
             return;
         }
-        RdmaChannel child = new RdmaChannel(this, id, data);
-        // The child's loop migrates the id; rdma_migrate_id waits until its events are acknowledged.
-        event.ack();
-        accepted.add(child);
+        accepted.add(new RdmaChannel(this, id, data));
         deliverAccepted();
     }
 
