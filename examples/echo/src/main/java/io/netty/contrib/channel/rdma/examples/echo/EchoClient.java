@@ -1,0 +1,189 @@
+package io.netty.contrib.channel.rdma.examples.echo;
+
+import io.netty.bootstrap.Bootstrap;
+import io.netty.buffer.ByteBuf;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.netty.channel.socket.SocketChannel;
+import io.netty.contrib.channel.rdma.RdmaChannel;
+import io.netty.util.concurrent.Promise;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.zip.CRC32;
+
+/**
+ * Sends messages to an {@link EchoServer} one at a time per connection, checks that every echo is the message
+ * sent (CRC32), and prints round-trip percentiles and throughput. Exits 0 only when every echo matched.
+ *
+ * <pre>
+ * java --enable-native-access=ALL-UNNAMED -cp ... EchoClient [--address 127.0.0.1] [--port 7474] [--size 64]
+ *      [--count 10000] [--concurrency 1] [--busy-poll]
+ * </pre>
+ */
+public final class EchoClient {
+    private EchoClient() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        Options options = Options.parse(args);
+        SoftwareDevice.selectIfNoHardware();
+        System.exit(run(options) ? 0 : 1);
+    }
+
+    static boolean run(Options options) throws InterruptedException {
+        EventLoopGroup group = new MultiThreadIoEventLoopGroup(options.threads, options.ioHandlerFactory());
+        try {
+            List<PingPongHandler> handlers = new ArrayList<>();
+            List<Channel> channels = new ArrayList<>();
+            for (int i = 0; i < options.concurrency; i++) {
+                PingPongHandler handler = new PingPongHandler(options.size, options.count,
+                        group.next().newPromise());
+                Bootstrap b = new Bootstrap().group(group).channel(RdmaChannel.class)
+                        .handler(new ChannelInitializer<SocketChannel>() {
+                            @Override
+                            protected void initChannel(SocketChannel ch) {
+                                ch.pipeline().addLast(handler);
+                            }
+                        });
+                channels.add(b.connect(options.address, options.port).sync().channel());
+                handlers.add(handler);
+            }
+            long start = System.nanoTime();
+            for (PingPongHandler handler : handlers) {
+                handler.start();
+            }
+            boolean ok = true;
+            long[] all = new long[options.count * options.concurrency];
+            int n = 0;
+            for (PingPongHandler handler : handlers) {
+                if (!handler.done.await(120, TimeUnit.SECONDS)) {
+                    System.err.println("timed out after 120 s waiting for echoes");
+                    return false;
+                }
+                if (!handler.done.isSuccess()) {
+                    System.err.println("echo failed: " + handler.done.cause());
+                    ok = false;
+                    continue;
+                }
+                System.arraycopy(handler.rtts, 0, all, n, handler.rtts.length);
+                n += handler.rtts.length;
+            }
+            long elapsed = System.nanoTime() - start;
+            for (Channel ch : channels) {
+                ch.close().sync();
+            }
+            if (ok) {
+                report(options, Arrays.copyOf(all, n), elapsed);
+            }
+            return ok;
+        } finally {
+            group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
+        }
+    }
+
+    private static void report(Options o, long[] rtts, long elapsedNanos) {
+        Arrays.sort(rtts);
+        double seconds = elapsedNanos / 1e9;
+        System.out.printf("%d echoes of %d B over %d connection(s): all verified (CRC32)%n", rtts.length, o.size,
+                o.concurrency);
+        System.out.printf("round trip: p50 %.1f us, p99 %.1f us, p99.9 %.1f us, max %.1f us%n",
+                percentile(rtts, 50) / 1e3, percentile(rtts, 99) / 1e3, percentile(rtts, 99.9) / 1e3,
+                rtts[rtts.length - 1] / 1e3);
+        System.out.printf("throughput: %.0f messages/s, %.2f MB/s each way%n", rtts.length / seconds,
+                (double) rtts.length * o.size / seconds / 1e6);
+    }
+
+    private static long percentile(long[] sorted, double p) {
+        int index = (int) Math.ceil(p / 100 * sorted.length) - 1;
+        return sorted[Math.max(0, Math.min(sorted.length - 1, index))];
+    }
+
+    /** One message in flight: send, wait for all of its bytes to come back, check, send the next. */
+    static final class PingPongHandler extends ChannelInboundHandlerAdapter {
+        final long[] rtts;
+        final Promise<Void> done;
+        private final byte[] message;
+        private final long expectedCrc;
+        private final CRC32 crc = new CRC32();
+        private ChannelHandlerContext ctx;
+        private int sent;
+        private int received;
+        private long sentAt;
+
+        PingPongHandler(int size, int count, Promise<Void> done) {
+            this.rtts = new long[count];
+            this.done = done;
+            this.message = new byte[size];
+            ThreadLocalRandom.current().nextBytes(message);
+            CRC32 c = new CRC32();
+            c.update(message);
+            this.expectedCrc = c.getValue();
+        }
+
+        @Override
+        public void handlerAdded(ChannelHandlerContext ctx) {
+            this.ctx = ctx;
+        }
+
+        void start() {
+            ctx.channel().eventLoop().execute(this::sendNext);
+        }
+
+        private void sendNext() {
+            ByteBuf buf = ctx.alloc().directBuffer(message.length).writeBytes(message);
+            sentAt = System.nanoTime();
+            ctx.writeAndFlush(buf).addListener(f -> {
+                if (!f.isSuccess()) {
+                    done.tryFailure(f.cause());
+                }
+            });
+        }
+
+        @Override
+        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+            ByteBuf buf = (ByteBuf) msg;
+            try {
+                crc.update(buf.nioBuffer());
+                received += buf.readableBytes();
+            } finally {
+                buf.release();
+            }
+            if (received > message.length) {
+                done.tryFailure(new IllegalStateException("received " + received + " bytes for a message of "
+                        + message.length));
+            } else if (received == message.length) {
+                rtts[sent++] = System.nanoTime() - sentAt;
+                if (crc.getValue() != expectedCrc) {
+                    done.tryFailure(new IllegalStateException("echo " + sent + " differs from the message sent"));
+                    return;
+                }
+                crc.reset();
+                received = 0;
+                if (sent == rtts.length) {
+                    done.trySuccess(null);
+                } else {
+                    sendNext();
+                }
+            }
+        }
+
+        @Override
+        public void channelInactive(ChannelHandlerContext ctx) {
+            done.tryFailure(new IllegalStateException("connection closed after " + sent + " echoes"));
+        }
+
+        @Override
+        public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+            done.tryFailure(cause);
+            ctx.close();
+        }
+    }
+}
