@@ -74,7 +74,8 @@ final class LinuxEpoll implements AutoCloseable {
                 Linker.Option.firstVariadicArg(2));
     }
 
-    private final Arena arena = Arena.ofShared();
+    // Freed by the GC, not by close(): wakeup() may run on another thread while the loop shuts down.
+    private final Arena arena = Arena.ofAuto();
     private final MemorySegment errnoState = arena.allocate(CAPTURE);
     private final MemorySegment wakeErrnoState = arena.allocate(CAPTURE);
     private final MemorySegment events = arena.allocate(EPOLL_EVENT, MAX_EVENTS);
@@ -84,6 +85,7 @@ final class LinuxEpoll implements AutoCloseable {
     private final int epollFd;
     private final int eventFd;
     private int ready;
+    private volatile boolean closed;
 
     LinuxEpoll() throws IOException {
         epollFd = call("epoll_create1", (int) invoke(EPOLL_CREATE1, errnoState, EPOLL_CLOEXEC));
@@ -149,6 +151,9 @@ final class LinuxEpoll implements AutoCloseable {
 
     /** Makes a blocked {@link #await(int)} return. Any thread. */
     void wakeup() {
+        if (closed) {
+            return;
+        }
         try {
             long n = (long) WRITE.invokeExact(wakeErrnoState, eventFd, one, 8L);
             assert n == 8 || (int) ERRNO.get(wakeErrnoState, 0L) == EAGAIN;
@@ -159,9 +164,9 @@ final class LinuxEpoll implements AutoCloseable {
 
     @Override
     public void close() {
+        closed = true;
         closeFd(eventFd);
         closeFd(epollFd);
-        arena.close();
     }
 
     private static void closeFd(int fd) {

@@ -319,16 +319,23 @@ public final class RdmaIoHandler implements IoHandler {
             try {
                 r.handle.close();
             } catch (Exception e) {
-                logger.debug("failed to close {}", r.handle, e);
+                logger.warn("failed to close {}", r.handle, e);
             }
         }
     }
 
     @Override
     public void destroy() {
+        // Channels registered after the last prepareToDestroy() (accepted during shutdown) go too.
+        prepareToDestroy();
         closeDeferred();
         for (DeviceQueue q : deviceQueues) {
-            q.close();
+            try {
+                q.close();
+            } catch (RuntimeException e) {
+                logger.warn("completion queue of an event loop still in use at shutdown ({} registrations left)",
+                        registrations.size(), e);
+            }
         }
         deviceQueues.clear();
         if (cmChannel != null) {

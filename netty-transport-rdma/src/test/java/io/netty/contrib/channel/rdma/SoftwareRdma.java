@@ -1,9 +1,10 @@
 package io.netty.contrib.channel.rdma;
 
+import io.netty.contrib.channel.rdma.internal.verbs.NativeLibraries;
+
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
-import java.lang.foreign.SymbolLookup;
 import java.lang.invoke.MethodHandle;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -38,7 +39,7 @@ final class SoftwareRdma {
     /** {@code softrdma_object_count} of every kind, in this process. */
     static Map<String, Long> objectCounts() {
         MethodHandle count = Linker.nativeLinker().downcallHandle(
-                SymbolLookup.loaderLookup().find("softrdma_object_count")
+                NativeLibraries.findIbverbs("softrdma_object_count")
                         .orElseThrow(() -> new AssertionError("softrdma_object_count not found: not the software device")),
                 FunctionDescriptor.of(JAVA_LONG, ADDRESS));
         Map<String, Long> counts = new LinkedHashMap<>();

@@ -134,7 +134,7 @@ public final class NativeLibraries {
         return RDMACM_LOOKUP;
     }
 
-    static Optional<MemorySegment> findIbverbs(String name) {
+    public static Optional<MemorySegment> findIbverbs(String name) {
         return IBVERBS_LOOKUP.find(name);
     }
 

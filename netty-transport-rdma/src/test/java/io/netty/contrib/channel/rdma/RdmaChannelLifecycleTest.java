@@ -1,0 +1,163 @@
+package io.netty.contrib.channel.rdma;
+
+import io.netty.bootstrap.Bootstrap;
+import io.netty.bootstrap.ServerBootstrap;
+import io.netty.buffer.ByteBuf;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.ChannelOption;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.netty.channel.WriteBufferWaterMark;
+import io.netty.channel.socket.SocketChannel;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+import java.net.ConnectException;
+import java.net.InetSocketAddress;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/** Connection setup, failure, backpressure and teardown of the transport on the software device. */
+@Timeout(120)
+class RdmaChannelLifecycleTest {
+    static {
+        SoftwareRdma.use();
+    }
+
+    @Test
+    void connectToAPortNobodyListensOnFailsWithConnectException() throws Exception {
+        EventLoopGroup group = new MultiThreadIoEventLoopGroup(1, RdmaIoHandler.newFactory());
+        try {
+            long start = System.nanoTime();
+            assertThatThrownBy(() -> new Bootstrap().group(group).channel(RdmaChannel.class)
+                    .handler(new ChannelInboundHandlerAdapter())
+                    .connect(new InetSocketAddress("127.0.0.1", 4)).sync())
+                    .isInstanceOf(ConnectException.class)
+                    .hasMessageContaining("127.0.0.1:4");
+            assertThat(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start)).isLessThan(10_000);
+        } finally {
+            group.shutdownGracefully(0, 1, TimeUnit.SECONDS).sync();
+        }
+    }
+
+    @Test
+    void manyChannelsOnFewLoopsThenShutdownLeavesNoDeviceObjects() throws Exception {
+        Map<String, Long> before = SoftwareRdma.objectCounts();
+        EventLoopGroup group = new MultiThreadIoEventLoopGroup(2, RdmaIoHandler.newFactory());
+        Channel server = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
+                .childHandler(new ChannelInitializer<SocketChannel>() {
+                    @Override
+                    protected void initChannel(SocketChannel ch) {
+                        ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                            @Override
+                            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                                ctx.writeAndFlush(msg);
+                            }
+                        });
+                    }
+                }).bind("127.0.0.1", 0).sync().channel();
+        List<CompletableFuture<Integer>> echoes = new ArrayList<>();
+        List<Channel> clients = new ArrayList<>();
+        for (int i = 0; i < 20; i++) {
+            CompletableFuture<Integer> echoed = new CompletableFuture<>();
+            Channel client = new Bootstrap().group(group).channel(RdmaChannel.class)
+                    .handler(new ChannelInboundHandlerAdapter() {
+                        int received;
+
+                        @Override
+                        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                            received += ((ByteBuf) msg).readableBytes();
+                            ((ByteBuf) msg).release();
+                            if (received == 20_000) {
+                                echoed.complete(received);
+                            }
+                        }
+                    }).connect(server.localAddress()).sync().channel();
+            client.writeAndFlush(client.alloc().directBuffer(20_000).writeZero(20_000));
+            echoes.add(echoed);
+            clients.add(client);
+        }
+        for (CompletableFuture<Integer> echoed : echoes) {
+            assertThat(echoed.get(30, TimeUnit.SECONDS)).isEqualTo(20_000);
+        }
+        assertThat(SoftwareRdma.objectCounts().get("qp")).isEqualTo(before.get("qp") + 40);
+        clients.get(0).close().sync();
+        server.close().sync();
+        group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
+
+        Map<String, Long> after = SoftwareRdma.objectCounts();
+        for (String kind : List.of("pd", "mr", "cq", "comp_channel", "qp", "srq", "cm_id", "cm_channel")) {
+            assertThat(after.get(kind)).as("%s left after the group shut down", kind).isEqualTo(before.get(kind));
+        }
+    }
+
+    @Test
+    void slowReaderMakesTheWriterUnwritableAndLosesNothing() throws Exception {
+        EventLoopGroup group = new MultiThreadIoEventLoopGroup(2, RdmaIoHandler.newFactory());
+        try {
+            CompletableFuture<Channel> serverChild = new CompletableFuture<>();
+            AtomicLong received = new AtomicLong();
+            Channel server = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
+                    .childOption(ChannelOption.AUTO_READ, false)
+                    .childHandler(new ChannelInitializer<SocketChannel>() {
+                        @Override
+                        protected void initChannel(SocketChannel ch) {
+                            ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                                @Override
+                                public void channelActive(ChannelHandlerContext ctx) {
+                                    serverChild.complete(ctx.channel());
+                                }
+
+                                @Override
+                                public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                                    received.addAndGet(((ByteBuf) msg).readableBytes());
+                                    ((ByteBuf) msg).release();
+                                }
+                            });
+                        }
+                    }).bind("127.0.0.1", 0).sync().channel();
+            Channel client = new Bootstrap().group(group).channel(RdmaChannel.class)
+                    .option(ChannelOption.WRITE_BUFFER_WATER_MARK, new WriteBufferWaterMark(64 * 1024, 256 * 1024))
+                    .handler(new ChannelInboundHandlerAdapter())
+                    .connect(server.localAddress()).sync().channel();
+            Channel child = serverChild.get(10, TimeUnit.SECONDS);
+
+            long written = 0;
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+            while (client.isWritable() && System.nanoTime() < deadline) {
+                client.writeAndFlush(client.alloc().directBuffer(16 * 1024).writeZero(16 * 1024));
+                written += 16 * 1024;
+                if (written % (1 << 20) == 0) {
+                    Thread.sleep(5); // let the writes reach the peer, so credit runs out rather than memory
+                }
+            }
+            assertThat(client.isWritable()).as("writer still writable after %d bytes to a reader that reads nothing",
+                    written).isFalse();
+            // The peer holds at most its receive buffers and ring; the rest waits in the writer's outbound buffer.
+            assertThat(written).isLessThan(64L << 20);
+
+            child.config().setAutoRead(true);
+            long expected = written;
+            long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (received.get() < expected && System.nanoTime() < end) {
+                Thread.sleep(10);
+            }
+            assertThat(received.get()).isEqualTo(expected);
+            assertThat(client.isWritable()).isTrue();
+            client.close().sync();
+            server.close().sync();
+        } finally {
+            group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
+        }
+    }
+}
