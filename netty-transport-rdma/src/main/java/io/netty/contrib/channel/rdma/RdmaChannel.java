@@ -2,8 +2,6 @@ package io.netty.contrib.channel.rdma;
 
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.AbstractChannel;
-import io.netty.channel.Channel;
-import io.netty.channel.ChannelConfig;
 import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelMetadata;
@@ -16,8 +14,6 @@ import io.netty.channel.IoRegistration;
 import io.netty.channel.RecvByteBufAllocator;
 import io.netty.channel.socket.ChannelInputShutdownEvent;
 import io.netty.channel.socket.ChannelInputShutdownReadComplete;
-import io.netty.channel.socket.ChannelOutputShutdownEvent;
-import io.netty.channel.socket.ChannelOutputShutdownException;
 import io.netty.channel.socket.ServerSocketChannel;
 import io.netty.channel.socket.SocketChannel;
 import io.netty.contrib.channel.rdma.internal.protocol.ConnectParameters;
@@ -34,7 +30,6 @@ import io.netty.util.internal.logging.InternalLogger;
 import io.netty.util.internal.logging.InternalLoggerFactory;
 
 import java.io.IOException;
-import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.net.ConnectException;
 import java.net.InetSocketAddress;
@@ -275,9 +270,7 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
 
     private void reject(int reason) {
         try {
-            byte[] data = new byte[RejectReason.LENGTH];
-            new RejectReason().wrap(MemorySegment.ofArray(data)).write(reason);
-            cmId.reject(data);
+            cmId.reject(RejectReason.encode(reason));
         } catch (RuntimeException e) {
             logger.debug("rdma_reject failed", e);
         }

@@ -180,9 +180,7 @@ public final class RdmaServerChannel extends AbstractServerChannel implements Se
 
     private static void reject(CmId id, int reason) {
         try {
-            byte[] data = new byte[RejectReason.LENGTH];
-            new RejectReason().wrap(MemorySegment.ofArray(data)).write(reason);
-            id.reject(data);
+            id.reject(RejectReason.encode(reason));
         } catch (RuntimeException e) {
             logger.debug("rdma_reject failed", e);
         } finally {

@@ -42,6 +42,13 @@ public final class RejectReason {
         return this;
     }
 
+    /** The private data of a reject for {@code reason}. */
+    public static byte[] encode(int reason) {
+        byte[] data = new byte[LENGTH];
+        new RejectReason().wrap(MemorySegment.ofArray(data)).write(reason);
+        return data;
+    }
+
     public int magic() {
         return segment.get(U32, MAGIC_OFFSET);
     }
