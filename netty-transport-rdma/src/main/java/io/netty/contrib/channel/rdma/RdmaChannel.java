@@ -336,13 +336,21 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
             logger.debug("rdma_disconnect failed", e);
         } finally {
             if (c != null) {
-                c.destroyQueuePair();
-                c.release();
+                try {
+                    c.destroyQueuePair();
+                } finally {
+                    c.release();
+                }
             }
             RdmaIoHandler.Registration r = registration;
             if (id != null) {
-                // Not now: the id may have an event being handled, acknowledged when the handler returns.
-                r.handler().closeLater(id);
+                if (r != null) {
+                    // Not now: the id may have an event being handled, acknowledged when the handler returns.
+                    r.handler().closeLater(id);
+                } else {
+                    // Accepted but never registered: its connection request was acknowledged by the server.
+                    id.close();
+                }
             }
             if (r != null) {
                 r.lingerDone();

@@ -46,6 +46,7 @@ public final class RdmaIoHandler implements IoHandler {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaIoHandler.class);
     private static final long CM_TOKEN = -1;
     private static final int YIELD_AFTER_SPINS = 256;
+    private static final int CM_POLL_INTERVAL_MASK = 63;
 
     private final ThreadAwareExecutor executor;
     private final RdmaIoHandlerConfig config;
@@ -140,14 +141,15 @@ public final class RdmaIoHandler implements IoHandler {
     @Override
     public int run(IoHandlerContext context) {
         wakeRequested = false;
-        int work = poll();
+        int work = poll(true);
         if (work > 0 || !context.canBlock()) {
             return work;
         }
         long spinUntil = config.pureSpin() ? Long.MAX_VALUE : System.nanoTime() + config.spinNanos();
         int spins = 0;
         while (!wakeRequested) {
-            work = poll();
+            // rdma_cm events are rare and each look is a syscall: while spinning, look now and then.
+            work = poll((spins & CM_POLL_INTERVAL_MASK) == 0);
             if (work > 0) {
                 return work;
             }
@@ -155,7 +157,8 @@ public final class RdmaIoHandler implements IoHandler {
             if (now - spinUntil >= 0 || context.deadlineNanos() != -1 && now - context.deadlineNanos() >= 0) {
                 break;
             }
-            if (++spins < YIELD_AFTER_SPINS) {
+            // Adaptive loops share the machine: after a while, let other threads run. Pure spin owns its core.
+            if (++spins < YIELD_AFTER_SPINS || config.pureSpin()) {
                 Thread.onSpinWait();
             } else {
                 Thread.yield();
@@ -172,7 +175,7 @@ public final class RdmaIoHandler implements IoHandler {
             q.cq.reqNotify(false);
         }
         // A completion between the last poll and arming does not signal the channel: look once more.
-        int work = poll();
+        int work = poll(true);
         if (work > 0) {
             return work;
         }
@@ -194,13 +197,13 @@ public final class RdmaIoHandler implements IoHandler {
         } finally {
             blocked = false;
         }
-        return poll();
+        return poll(true);
     }
 
-    /** Dispatches every completion and rdma_cm event that is ready; returns how many. */
-    private int poll() {
+    /** Dispatches every completion (and, if asked, every rdma_cm event) that is ready; returns how many. */
+    private int poll(boolean cmEvents) {
         int work = pollCompletions();
-        for (;;) {
+        while (cmEvents) {
             CmEvent event;
             try {
                 event = cmChannel.getEvent();
