@@ -51,6 +51,21 @@ SR_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *ibch)
 	if (atomic_load(&ch->users))
 		return EBUSY;
 	ch->magic = SR_MAGIC_DEAD;
+	/*
+	 * Events nobody read may name CQs destroyed since (kept as zombies until their events are read, see
+	 * ibv_destroy_cq): read them now so those CQs are freed, not leaked.
+	 */
+	if (fcntl(ch->ibv.fd, F_SETFL, fcntl(ch->ibv.fd, F_GETFL) | O_NONBLOCK) == 0) {
+		void *p;
+
+		while (read(ch->ibv.fd, &p, sizeof(p)) == (ssize_t)sizeof(p)) {
+			struct sr_cq *c = p;
+
+			if (atomic_fetch_sub(&c->ev_pending, 1) == 1 && atomic_load(&c->zombie) &&
+			    atomic_exchange(&c->zombie, false))
+				free(c);
+		}
+	}
 	close(ch->ibv.fd);
 	close(ch->wfd);
 	sr_count(SR_K_COMP_CHANNEL, -1);
