@@ -105,6 +105,11 @@ public final class RdmaByteBufAllocator extends AbstractByteBufAllocator
         return metric;
     }
 
+    /** {@code buf} under this allocator's leak detection. */
+    ByteBuf leakAware(ByteBuf buf) {
+        return toLeakAwareBuffer(buf);
+    }
+
     /** The pool behind this allocator, for the transport (lkeys, protection-domain checks). */
     RegisteredMemoryPool pool() {
         return pool;

@@ -252,7 +252,8 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
         cmId.attach(unsafe());
         try {
             acceptedPeer.validate((int) acceptedPeerBytes.byteSize());
-            connection = new RdmaConnection(registration.id(), handler, cmId, RdmaDevices.of(cmId.verbs()), config);
+            connection = new RdmaConnection(registration.id(), eventLoop(), handler, cmId,
+                    RdmaDevices.of(cmId.verbs()), config);
             connection.start(acceptedPeer);
         } catch (RuntimeException e) {
             reject(e instanceof ProtocolException ? RejectReason.REASON_INVALID_PARAMETERS
@@ -422,7 +423,7 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
     }
 
     private void connectQueuePair() {
-        connection = new RdmaConnection(registration.id(), registration.handler(), cmId,
+        connection = new RdmaConnection(registration.id(), eventLoop(), registration.handler(), cmId,
                 RdmaDevices.of(cmId.verbs()), config);
         cmId.connect(ConnParam.of(connectParameters()));
     }
@@ -637,6 +638,16 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
             handle.incMessagesRead(1);
             pipeline().fireChannelRead(buf);
             return n;
+        }
+
+        @Override
+        public void buffer(ByteBuf buf) {
+            readPending = false;
+            int n = buf.readableBytes();
+            handle.attemptedBytesRead(n);
+            handle.lastBytesRead(n);
+            handle.incMessagesRead(1);
+            pipeline().fireChannelRead(buf);
         }
 
         @Override

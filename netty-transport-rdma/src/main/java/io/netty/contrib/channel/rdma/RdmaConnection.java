@@ -2,6 +2,8 @@ package io.netty.contrib.channel.rdma;
 
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelOutboundBuffer;
+import io.netty.channel.EventLoop;
+import io.netty.contrib.channel.rdma.internal.memory.ExternalRegion;
 import io.netty.contrib.channel.rdma.internal.memory.RegisteredBuffer;
 import io.netty.contrib.channel.rdma.internal.memory.RegisteredMemoryPool;
 import io.netty.contrib.channel.rdma.internal.protocol.ConnectParameters;
@@ -17,27 +19,37 @@ import io.netty.contrib.channel.rdma.internal.verbs.IbvWcOpcode;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvWcStatus;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvWrOpcode;
 import io.netty.contrib.channel.rdma.internal.verbs.MemoryRegion;
+import io.netty.contrib.channel.rdma.internal.verbs.ProtectionDomain;
 import io.netty.contrib.channel.rdma.internal.verbs.QpInitAttributes;
 import io.netty.contrib.channel.rdma.internal.verbs.QueuePair;
 import io.netty.contrib.channel.rdma.internal.verbs.RecvWorkRequests;
 import io.netty.contrib.channel.rdma.internal.verbs.SendWorkRequests;
 import io.netty.contrib.channel.rdma.internal.verbs.WorkCompletions;
+import io.netty.util.internal.logging.InternalLogger;
+import io.netty.util.internal.logging.InternalLoggerFactory;
 
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * One connection's data path (docs/PROTOCOL.md): its queue pair, the receive buffers and receive ring it
  * offers the peer, the credits the peer offered, and the sends in flight. Loop-thread confined.
  *
- * <p>Received bytes are copied once out of the receive buffer or ring into a buffer of the channel's allocator
- * and the receive is re-posted at once, so a reader that holds what it got (an aggregator, a cumulator) never
- * holds transport memory and never stalls credit. Data the channel does not read yet (auto-read off) stays
- * where it landed and its credit is returned only when it is read: the peer then runs out of credit, which is
- * the backpressure.
+ * <p>A ring write is handed to the reader as a buffer over the ring itself (no copy) while the buffers the reader
+ * holds cover at most half of the ring; its space goes back to the writer when the buffer is released. Ring space
+ * returns in ring order, so a buffer the reader keeps (an aggregator waiting for more) would pin everything after
+ * it: when held buffers pin half the ring, this side registers a new ring, announces it (RING message) and retires
+ * the old one, which is freed once its last buffer is released. While a retired ring lives, ring writes are copied
+ * into buffers of the channel's allocator and their space is given back at once, as SENDs always are. So a reader
+ * that holds what it got never stalls the writer, and holds at most one extra ring. Data the channel does not read
+ * yet (auto-read off) stays where it landed and its credit is returned only when it is read: the peer then runs
+ * out of credit, which is the backpressure.
  */
 final class RdmaConnection {
+    private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaConnection.class);
     /** Work requests prepared before one {@code ibv_post_send}. */
     private static final int SEND_BATCH = 32;
     /** Every this many sends one is signalled; the last of each batch always is. */
@@ -55,6 +67,9 @@ final class RdmaConnection {
          */
         int data(long address, int length);
 
+        /** A whole message in a buffer the reader now owns. */
+        void buffer(ByteBuf buf);
+
         /** The peer sent SHUTDOWN: nothing more will come. */
         void shutdown();
     }
@@ -64,6 +79,7 @@ final class RdmaConnection {
     private final int cqEntries;
     private final RdmaByteBufAllocator alloc;
     private final RegisteredMemoryPool pool;
+    private final EventLoop loop;
     private final Arena arena = Arena.ofShared();
     final QueuePair qp;
 
@@ -75,20 +91,33 @@ final class RdmaConnection {
     private final RecvWorkRequests recvWrs;
     private int repostCount;
     private int owedRecvCredits;
-    private final MemorySegment ringMemory;
-    private final MemoryRegion ringMr;
-    private final RingReleases ringReleases;
+    private final ProtectionDomain pd;
+    private final int ringSize;
+    /** The ring the peer writes to now; null when this side offers none. */
+    private Ring ring;
+    /** The ring before it, while buffers over it are held or writes to it may still land; else null. */
+    private Ring retired;
+    /** The peer may still write to {@link #retired}: no write to {@link #ring} has arrived yet. */
+    private boolean retiredMayReceive;
+    private boolean creditFlushScheduled;
+    private final Runnable creditFlush = () -> {
+        creditFlushScheduled = false;
+        flushReceives();
+    };
     // Received, not yet read: recv slots in arrival order, with what each holds.
     private final int[] pendingSlots;
     private final byte[] pendingKind;
     private final long[] pendingAddress;
     private final int[] pendingLength;
     private final long[] pendingRingSeq;
+    private final Ring[] pendingRing;
     private int pendingHead;
     private int pendingCount;
     private static final byte KIND_DATA = 1;
     private static final byte KIND_RING = 2;
     private static final byte KIND_SHUTDOWN = 3;
+    /** A ring write being copied out in parts. */
+    private static final byte KIND_RING_COPY = 4;
 
     // Send side.
     private final int sqDepth;
@@ -107,37 +136,34 @@ final class RdmaConnection {
     private int peerRingRkey;
     private int peerMaxSend;
     private int maxRingWrite;
+    private boolean peerRingGeneration;
+    /** Why the last ring switch failed, if it did (registration refused); kept for diagnosis. */
+    private RuntimeException switchFailure;
     private final MessageHeader header = new MessageHeader();
     private boolean released;
 
-    RdmaConnection(int channelId, RdmaIoHandler handler, CmId id, RdmaDevices.Device device,
+    RdmaConnection(int channelId, EventLoop loop, RdmaIoHandler handler, CmId id, RdmaDevices.Device device,
                    RdmaChannelConfig config) {
         this.channelId = channelId;
+        this.loop = loop;
         this.alloc = device.allocator();
         this.pool = alloc.pool();
         var pd = device.pd();
         this.recvCount = config.getReceiveBufferCount();
         this.recvSize = config.getRdmaReceiveBufferSize();
         this.sqDepth = config.getSendQueueDepth();
-        int ringSize = config.getRingSize();
+        this.pd = pd;
+        this.ringSize = config.getRingSize();
         this.cqEntries = sqDepth + recvCount;
         this.deviceQueue = handler.deviceQueue(id.verbs(), cqEntries);
         boolean ok = false;
         try {
             recvMemory = touched(arena.allocate((long) recvCount * recvSize, PAGE));
             recvMr = pd.registerMemory(recvMemory, IbvAccessFlags.LOCAL_WRITE);
-            headers = arena.allocate((long) sqDepth * MessageHeader.LENGTH, PAGE);
+            // One header per send slot, then the payload of the one RING message that can be in flight.
+            headers = arena.allocate((long) sqDepth * MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD, PAGE);
             headerMr = pd.registerMemory(headers, IbvAccessFlags.LOCAL_WRITE);
-            if (ringSize > 0) {
-                // The only memory a peer may write remotely: this connection's own region and rkey.
-                ringMemory = touched(arena.allocate(ringSize, PAGE));
-                ringMr = pd.registerMemory(ringMemory, IbvAccessFlags.LOCAL_WRITE | IbvAccessFlags.REMOTE_WRITE);
-                ringReleases = new RingReleases(ringSize, recvCount);
-            } else {
-                ringMemory = null;
-                ringMr = null;
-                ringReleases = null;
-            }
+            ring = ringSize > 0 ? Ring.create(this, false) : null;
             qp = id.createQp(pd, new QpInitAttributes(deviceQueue.cq, deviceQueue.cq, null, sqDepth, recvCount,
                     2, 1, config.getMaxInlineData(), false));
             maxInline = qp.maxInlineData();
@@ -148,6 +174,7 @@ final class RdmaConnection {
             pendingAddress = new long[recvCount];
             pendingLength = new int[recvCount];
             pendingRingSeq = new long[recvCount];
+            pendingRing = new Ring[recvCount];
             for (int slot = 0; slot < recvCount; slot++) {
                 recvWrs.set(slot, WrId.encode(channelId, WrId.RECV, slot), recvMr, (long) slot * recvSize, recvSize);
             }
@@ -174,9 +201,9 @@ final class RdmaConnection {
     /** Writes what this side offers the peer. */
     void writeConnectParameters(MemorySegment out) {
         new ConnectParameters().wrap(out).writeHeader()
-                .ringAddress(ringMr == null ? 0 : ringMr.addr())
-                .ringRkey(ringMr == null ? 0 : ringMr.rkey())
-                .ringSize(ringMr == null ? 0 : (int) ringMr.length())
+                .ringAddress(ring == null ? 0 : ring.mr.addr())
+                .ringRkey(ring == null ? 0 : ring.mr.rkey())
+                .ringSize(ring == null ? 0 : (int) ring.mr.length())
                 .recvCredits(recvCount)
                 .recvBufferSize(recvSize);
     }
@@ -213,12 +240,10 @@ final class RdmaConnection {
         }
         int opcode = wcs.opcode(i);
         if (opcode == IbvWcOpcode.RECV_RDMA_WITH_IMM) {
-            if (ringReleases == null) {
-                throw new ProtocolException("peer wrote into a receive ring this side did not offer");
-            }
-            long seq = ringReleases.arrive(wcs.immData(i));
-            enqueue(slot, KIND_RING, ringMemory.address() + ringReleases.lastOffset(),
-                    Immediate.length(wcs.immData(i)), seq);
+            int immediate = wcs.immData(i);
+            Ring r = ringOf(immediate);
+            long seq = r.releases.arrive(immediate);
+            enqueue(slot, KIND_RING, r.memory.address() + r.releases.lastOffset(), Immediate.length(immediate), seq, r);
             return;
         }
         if (opcode != IbvWcOpcode.RECV) {
@@ -232,19 +257,60 @@ final class RdmaConnection {
         }
         switch (header.type()) {
             case MessageHeader.TYPE_DATA -> enqueue(slot, KIND_DATA,
-                    recvMemory.address() + offset + MessageHeader.LENGTH, length - MessageHeader.LENGTH, -1);
-            case MessageHeader.TYPE_SHUTDOWN -> enqueue(slot, KIND_SHUTDOWN, 0, 0, -1);
+                    recvMemory.address() + offset + MessageHeader.LENGTH, length - MessageHeader.LENGTH, -1, null);
+            case MessageHeader.TYPE_SHUTDOWN -> enqueue(slot, KIND_SHUTDOWN, 0, 0, -1, null);
+            case MessageHeader.TYPE_RING -> {
+                peerRingSwitched(header);
+                repost(slot);
+            }
             default -> repost(slot);
         }
     }
 
-    private void enqueue(int slot, byte kind, long address, int length, long ringSeq) {
+    /** The ring a write with this immediate landed in. */
+    private Ring ringOf(int immediate) {
+        if (ring == null) {
+            throw new ProtocolException("peer wrote into a receive ring this side did not offer");
+        }
+        boolean generation = Immediate.generation(immediate);
+        if (generation == ring.generation) {
+            if (retiredMayReceive) {
+                // Writes come in order: nothing more will land in the retired ring.
+                retiredMayReceive = false;
+                unrefRetired();
+            }
+            return ring;
+        }
+        if (retiredMayReceive) {
+            return retired;
+        }
+        throw new ProtocolException("ring write of generation " + generation + " after the switch to a new ring");
+    }
+
+    /** The peer replaced its receive ring: later writes go there. */
+    private void peerRingSwitched(MessageHeader header) {
+        if (window == null) {
+            throw new ProtocolException("RING message before the connection was established");
+        }
+        long size = header.ringSize();
+        if (size > Integer.MAX_VALUE) {
+            throw new ProtocolException("RING message announces a ring of " + size + " bytes");
+        }
+        window.switchRing(size);
+        peerRingAddress = header.ringAddress();
+        peerRingRkey = header.ringRkey();
+        maxRingWrite = (int) (size / 4);
+        peerRingGeneration = !peerRingGeneration;
+    }
+
+    private void enqueue(int slot, byte kind, long address, int length, long ringSeq, Ring r) {
         int at = (pendingHead + pendingCount++) % recvCount;
         pendingSlots[at] = slot;
         pendingKind[at] = kind;
         pendingAddress[at] = address;
         pendingLength[at] = length;
         pendingRingSeq[at] = ringSeq;
+        pendingRing[at] = r;
     }
 
     boolean hasPending() {
@@ -260,6 +326,13 @@ final class RdmaConnection {
         while (!released && pendingCount > 0 && (pendingKind[pendingHead] == KIND_SHUTDOWN || inbound.reading())) {
             int at = pendingHead;
             byte kind = pendingKind[at];
+            Ring r = pendingRing[at];
+            if (kind == KIND_RING && r == ring && retired == null && switchFailure == null
+                    && r.held + r.releases.span(pendingRingSeq[at]) <= r.size / 2) {
+                deliverRingBuffer(inbound, at);
+                delivered++;
+                continue;
+            }
             if (kind != KIND_SHUTDOWN && pendingLength[at] > 0) {
                 int n = inbound.data(pendingAddress[at], pendingLength[at]);
                 delivered++;
@@ -269,6 +342,9 @@ final class RdmaConnection {
                 pendingAddress[at] += n;
                 pendingLength[at] -= n;
                 if (pendingLength[at] > 0) {
+                    if (kind == KIND_RING) {
+                        pendingKind[at] = KIND_RING_COPY;
+                    }
                     continue;
                 }
             }
@@ -280,15 +356,161 @@ final class RdmaConnection {
                     inbound.shutdown();
                 }
             } finally {
+                pendingRing[at] = null;
                 if (!released) {
-                    if (kind == KIND_RING) {
-                        ringReleases.release(pendingRingSeq[at]);
+                    if (kind == KIND_RING || kind == KIND_RING_COPY) {
+                        r.releases.release(pendingRingSeq[at]);
                     }
                     repost(pendingSlots[at]);
                 }
             }
         }
         return delivered;
+    }
+
+    /** Hands the ring write queued at {@code at} to the reader as a buffer over the ring. */
+    private void deliverRingBuffer(Inbound inbound, int at) {
+        long seq = pendingRingSeq[at];
+        int slot = pendingSlots[at];
+        Ring r = pendingRing[at];
+        pendingRing[at] = null;
+        pendingHead = (pendingHead + 1) % recvCount;
+        pendingCount--;
+        r.held += r.releases.span(seq);
+        r.refs.incrementAndGet();
+        ByteBuf buf = alloc.leakAware(r.buffer(alloc, pendingAddress[at] - r.memory.address(), pendingLength[at], seq));
+        repost(slot);
+        inbound.buffer(buf);
+    }
+
+    /** The reader released a buffer over {@code r} (loop thread). */
+    private void ringBufferReleased(Ring r, long seq) {
+        if (!released) {
+            r.held -= r.releases.span(seq);
+            r.releases.release(seq);
+            if (r == ring && !creditFlushScheduled && creditsDue()) {
+                // Nothing else may come to carry the credit: a writer waiting for ring space would wait forever.
+                creditFlushScheduled = true;
+                loop.execute(creditFlush);
+            }
+        }
+        r.unref();
+        if (r == retired && r.refs.get() == 0) {
+            retired = null;
+        }
+    }
+
+    private void unrefRetired() {
+        retired.unref();
+        if (retired.refs.get() == 0) {
+            retired = null;
+        }
+    }
+
+    /** Held buffers pin half of the ring: give the peer a new one, so it can go on writing. */
+    private boolean ringSwitchDue() {
+        return ring != null && retired == null && ring.held > 0 && ring.releases.pinned() >= ring.size / 2;
+    }
+
+    /** Registers a new ring and announces it; the current one retires. Needs send room and a credit. */
+    private void switchRing() {
+        Ring next;
+        try {
+            next = Ring.create(this, !ring.generation);
+        } catch (RuntimeException e) {
+            // Without a new ring the writer waits until the reader releases what it holds.
+            window.releaseUnused();
+            switchFailure = e;
+            logger.warn("could not register a new receive ring of {} bytes; buffers over the current one that the "
+                    + "reader holds now stall the writer until they are released, and ring writes are copied from "
+                    + "now on", ringSize, e);
+            return;
+        }
+        int i = batchCount;
+        int slot = slotOf(postedSeq + i);
+        int recvCredits = Math.min(owedRecvCredits, MessageHeader.MAX_RECV_CREDITS);
+        owedRecvCredits -= recvCredits;
+        long payload = (long) sqDepth * MessageHeader.LENGTH;
+        header.wrap(headers, (long) slot * MessageHeader.LENGTH).write(MessageHeader.TYPE_RING, recvCredits, 0);
+        header.wrap(headers, payload - MessageHeader.LENGTH)
+                .writeRing(next.mr.addr(), next.mr.rkey(), (int) next.size);
+        sendWrs.set(i, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.SEND, 0);
+        sendWrs.sge(i, 0, headerMr, (long) slot * MessageHeader.LENGTH, MessageHeader.LENGTH);
+        sendWrs.sge(i, 1, headerMr, payload, MessageHeader.RING_PAYLOAD);
+        sendWrs.numSge(i, 2);
+        batchFlags[i] = MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD <= maxInline ? IbvSendFlags.INLINE : 0;
+        batchCount++;
+        postBatch();
+        retired = ring;
+        retiredMayReceive = true;
+        ring = next;
+    }
+
+    /**
+     * The receive ring: this connection's own memory region, the only one a peer may write remotely. It stays
+     * registered and allocated until the connection and every buffer handed out over it have let go.
+     */
+    private final class Ring extends ExternalRegion {
+        final Arena arena;
+        final MemorySegment memory;
+        final MemoryRegion mr;
+        final long size;
+        final RingReleases releases;
+        /** The immediate's generation bit of writes into this ring. */
+        final boolean generation;
+        /** Ring bytes under buffers the reader holds (loop thread). */
+        long held;
+        /**
+         * The connection's reference (while current or while writes may still land) plus one per buffer held.
+         * Atomic only for buffers released after the loop stopped.
+         */
+        final AtomicInteger refs = new AtomicInteger(1);
+
+        private Ring(Arena arena, MemorySegment memory, MemoryRegion mr, boolean generation) {
+            super(memory, mr.lkey(), pool);
+            this.arena = arena;
+            this.memory = memory;
+            this.mr = mr;
+            this.size = memory.byteSize();
+            this.releases = new RingReleases(size, recvCount);
+            this.generation = generation;
+        }
+
+        static Ring create(RdmaConnection c, boolean generation) {
+            Arena arena = Arena.ofShared();
+            try {
+                MemorySegment memory = touched(arena.allocate(c.ringSize, PAGE));
+                MemoryRegion mr = c.pd.registerMemory(memory, IbvAccessFlags.LOCAL_WRITE | IbvAccessFlags.REMOTE_WRITE);
+                return c.new Ring(arena, memory, mr, generation);
+            } catch (RuntimeException e) {
+                arena.close();
+                throw e;
+            }
+        }
+
+        void unref() {
+            if (refs.decrementAndGet() == 0) {
+                try {
+                    mr.close();
+                } finally {
+                    arena.close();
+                }
+            }
+        }
+
+        @Override
+        protected void released(long seq) {
+            if (loop.inEventLoop()) {
+                ringBufferReleased(this, seq);
+                return;
+            }
+            try {
+                loop.execute(() -> ringBufferReleased(this, seq));
+            } catch (RejectedExecutionException e) {
+                // The loop has stopped, and with it the connection: only the memory is left to free.
+                unref();
+            }
+        }
     }
 
     private void repost(int slot) {
@@ -307,6 +529,10 @@ final class RdmaConnection {
             repostCount = 0;
             qp.postRecv(recvWrs, 0, n);
         }
+        if (window != null && batchCount == 0 && switchFailure == null && ringSwitchDue() && sqRoom() > 0
+                && window.tryAcquireCreditMessage()) {
+            switchRing();
+        }
         if (window != null && batchCount == 0 && creditsDue() && sqRoom() > 0
                 && window.tryAcquireCreditMessage()) {
             prepareHeaderOnly(MessageHeader.TYPE_CREDIT);
@@ -316,7 +542,7 @@ final class RdmaConnection {
 
     private boolean creditsDue() {
         return owedRecvCredits >= Math.max(1, recvCount / 2)
-                || ringReleases != null && ringReleases.owed() >= ringMemory.byteSize() / 2;
+                || ring != null && ring.releases.owed() >= ring.size / 2;
     }
 
     // ---------------------------------------------------------------- send
@@ -398,7 +624,7 @@ final class RdmaConnection {
         int i = batchCount;
         int slot = slotOf(postedSeq + i);
         sendWrs.set(i, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.RDMA_WRITE_WITH_IMM, 0);
-        sendWrs.immData(i, Immediate.encode(length, window.lastWrapped()));
+        sendWrs.immData(i, Immediate.encode(length, window.lastWrapped(), peerRingGeneration));
         sendWrs.rdma(i, peerRingAddress + offset, peerRingRkey);
         payloadSge(i, 0, slot, buf, length);
         sendWrs.numSge(i, 1);
@@ -454,7 +680,7 @@ final class RdmaConnection {
     private void writeHeader(int slot, byte type) {
         int recvCredits = Math.min(owedRecvCredits, MessageHeader.MAX_RECV_CREDITS);
         owedRecvCredits -= recvCredits;
-        long ringCredits = ringReleases == null ? 0 : ringReleases.takeOwed();
+        long ringCredits = ring == null ? 0 : ring.releases.takeOwed();
         header.wrap(headers, (long) slot * MessageHeader.LENGTH).write(type, recvCredits, (int) ringCredits);
     }
 
@@ -533,7 +759,12 @@ final class RdmaConnection {
                 inflight[s] = null;
             }
         }
-        closeQuietly(ringMr);
+        if (ring != null) {
+            ring.unref();
+        }
+        if (retired != null && retiredMayReceive) {
+            retired.unref();
+        }
         closeQuietly(headerMr);
         closeQuietly(recvMr);
         closeQuietly(recvWrs);

@@ -43,12 +43,12 @@ class RdmaProtocolVersionTest {
             byte[] otherVersion = new byte[ConnectParameters.LENGTH];
             new ConnectParameters().wrap(MemorySegment.ofArray(otherVersion)).writeHeader().recvCredits(8)
                     .recvBufferSize(1024);
-            otherVersion[5] = 2; // version 2, big-endian u16 at offset 4
+            otherVersion[5] = 1; // version 1 (before the RING message), big-endian u16 at offset 4
             RejectReason reason = connectAndGetRejected(address, otherVersion);
             assertThat(reason.reason()).isEqualTo(RejectReason.REASON_VERSION_MISMATCH);
             assertThat(reason.version()).isEqualTo(ConnectParameters.VERSION);
             assertThat(reason.describe(RejectReason.LENGTH))
-                    .isEqualTo("connection rejected: the peer speaks protocol version 1, this side speaks 1");
+                    .isEqualTo("connection rejected: the peer speaks protocol version 2, this side speaks 2");
 
             RejectReason foreign = connectAndGetRejected(address, new byte[] {1, 2, 3});
             assertThat(foreign.reason()).isEqualTo(RejectReason.REASON_INVALID_PARAMETERS);

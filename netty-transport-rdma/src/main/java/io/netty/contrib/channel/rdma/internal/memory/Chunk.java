@@ -28,13 +28,14 @@ final class Chunk {
     final int pageCount;
     int freePages;
 
-    private Chunk(Arena arena, MemorySegment memory, MemoryRegistrar.Registration registration, int pageSize) {
+    private Chunk(Arena arena, MemorySegment memory, MemoryRegistrar.Registration registration, int lkey,
+                  int pageSize) {
         this.arena = arena;
         this.memory = memory;
         this.registration = registration;
         address = memory.address();
         size = memory.byteSize();
-        lkey = registration.lkey();
+        this.lkey = lkey;
         if (pageSize > 0) {
             pageCount = (int) (size / pageSize);
             slabs = new Slab[pageCount];
@@ -68,11 +69,16 @@ final class Chunk {
             } catch (RuntimeException e) {
                 throw MemoryRegistrationException.of(size, alreadyRegistered, e);
             }
-            return new Chunk(arena, memory, registration, pageSize);
+            return new Chunk(arena, memory, registration, registration.lkey(), pageSize);
         } catch (Throwable t) {
             arena.close();
             throw t;
         }
+    }
+
+    /** Memory registered and freed by someone else (an {@link ExternalRegion}); never part of a pool. */
+    static Chunk external(MemorySegment memory, int lkey) {
+        return new Chunk(null, memory, null, lkey, 0);
     }
 
     boolean isDedicated() {

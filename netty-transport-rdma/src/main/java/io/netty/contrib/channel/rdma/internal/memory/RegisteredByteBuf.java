@@ -54,6 +54,9 @@ public final class RegisteredByteBuf extends AbstractReferenceCountedByteBuf imp
     private int capacity;
     private long address;
     private ByteBuffer tmpNioBuf;
+    /** Set while the memory is a range of an external region rather than a pool slot. */
+    private ExternalRegion region;
+    private long regionToken;
 
     private RegisteredByteBuf(Recycler.Handle<RegisteredByteBuf> recyclerHandle) {
         super(0);
@@ -82,6 +85,25 @@ public final class RegisteredByteBuf extends AbstractReferenceCountedByteBuf imp
         memory = chunk.memory;
         address = chunk.address + offset;
         tmpNioBuf = null;
+        region = null;
+    }
+
+    /** Points this buffer at a range of an external region; the region hears of it when the range is let go. */
+    void setExternalMemory(Chunk chunk, int offset, int length, ExternalRegion region, long token) {
+        setMemory(chunk, offset, length, length);
+        this.region = region;
+        this.regionToken = token;
+    }
+
+    /** Gives back memory this buffer no longer points at. */
+    private void freeMemory(Chunk chunk, int offset, int slotLength) {
+        ExternalRegion region = this.region;
+        if (region != null) {
+            this.region = null;
+            region.released(regionToken);
+        } else {
+            pool.free(chunk, offset, slotLength);
+        }
     }
 
     int slotLength() {
@@ -130,6 +152,8 @@ public final class RegisteredByteBuf extends AbstractReferenceCountedByteBuf imp
             return this;
         }
         Chunk oldChunk = chunk;
+        ExternalRegion oldRegion = region;
+        long oldToken = regionToken;
         MemorySegment oldMemory = memory;
         int oldOffset = offset;
         int oldSlotLength = slotLength;
@@ -139,7 +163,11 @@ public final class RegisteredByteBuf extends AbstractReferenceCountedByteBuf imp
         }
         pool.allocate(this, newCapacity);
         MemorySegment.copy(oldMemory, oldOffset, memory, offset, bytesToCopy);
-        pool.free(oldChunk, oldOffset, oldSlotLength);
+        if (oldRegion != null) {
+            oldRegion.released(oldToken);
+        } else {
+            pool.free(oldChunk, oldOffset, oldSlotLength);
+        }
         return this;
     }
 
@@ -150,9 +178,8 @@ public final class RegisteredByteBuf extends AbstractReferenceCountedByteBuf imp
         memory = null;
         tmpNioBuf = null;
         alloc = null;
-        RegisteredMemoryPool pool = this.pool;
-        this.pool = null;
-        pool.free(chunk, offset, slotLength);
+        freeMemory(chunk, offset, slotLength);
+        pool = null;
         recyclerHandle.recycle(this);
     }
 

@@ -21,7 +21,7 @@ import java.nio.ByteOrder;
  */
 public final class ConnectParameters {
     public static final int MAGIC = 0x4E52444D;
-    public static final int VERSION = 1;
+    public static final int VERSION = 2;
 
     public static final int MAGIC_OFFSET = 0;
     public static final int VERSION_OFFSET = 4;

@@ -6,16 +6,20 @@ import static java.lang.foreign.ValueLayout.JAVA_BYTE;
 
 import static io.netty.contrib.channel.rdma.internal.protocol.ConnectParameters.U16;
 import static io.netty.contrib.channel.rdma.internal.protocol.ConnectParameters.U32;
+import static io.netty.contrib.channel.rdma.internal.protocol.ConnectParameters.U64;
 
 /**
  * Flyweight over the 8-byte header that starts every SEND. Big-endian. See docs/PROTOCOL.md.
  *
  * <pre>
- *  0  type         u8   DATA, CREDIT or SHUTDOWN
+ *  0  type         u8   DATA, CREDIT, SHUTDOWN or RING
  *  1  flags        u8   reserved, 0
  *  2  recvCredits  u16  receive buffers the sender re-posted since its last report
  *  4  ringCredits  u32  bytes of its receive ring the sender released since its last report
- *  8  payload (DATA only)
+ *  8  payload (DATA), or for RING:
+ *  8  ringAddress  u64  the sender's new receive ring
+ * 16  ringRkey     u32
+ * 20  ringSize     u32
  * </pre>
  */
 public final class MessageHeader {
@@ -25,12 +29,22 @@ public final class MessageHeader {
     public static final byte TYPE_CREDIT = 2;
     /** The sender will write nothing more (half-close); nothing follows. */
     public static final byte TYPE_SHUTDOWN = 3;
+    /**
+     * The sender has a new receive ring: writes after this one go there (with the immediate's generation
+     * flipped), and ring credits in later headers are for it. Ring credits of this header itself are 0.
+     */
+    public static final byte TYPE_RING = 4;
 
     public static final int TYPE_OFFSET = 0;
     public static final int FLAGS_OFFSET = 1;
     public static final int RECV_CREDITS_OFFSET = 2;
     public static final int RING_CREDITS_OFFSET = 4;
     public static final int LENGTH = 8;
+    public static final int RING_ADDRESS_OFFSET = 8;
+    public static final int RING_RKEY_OFFSET = 16;
+    public static final int RING_SIZE_OFFSET = 20;
+    /** Bytes after the header of a RING message. */
+    public static final int RING_PAYLOAD = 16;
 
     /** Largest number of receive credits one header can return. */
     public static final int MAX_RECV_CREDITS = 0xFFFF;
@@ -68,10 +82,22 @@ public final class MessageHeader {
             throw new ProtocolException("message of " + length + " bytes is shorter than its " + LENGTH + "-byte header");
         }
         byte type = type();
-        if (type != TYPE_DATA && type != TYPE_CREDIT && type != TYPE_SHUTDOWN) {
+        if (type != TYPE_DATA && type != TYPE_CREDIT && type != TYPE_SHUTDOWN && type != TYPE_RING) {
             throw new ProtocolException("unknown message type " + type);
         }
-        if (type != TYPE_DATA && length != LENGTH) {
+        if (type == TYPE_RING) {
+            if (length != LENGTH + RING_PAYLOAD) {
+                throw new ProtocolException("RING message of " + length + " bytes (expected: "
+                        + (LENGTH + RING_PAYLOAD) + ')');
+            }
+            if (ringCredits() != 0) {
+                throw new ProtocolException("RING message returns ring credits");
+            }
+            long size = ringSize();
+            if (size <= 0 || size % Immediate.ALIGNMENT != 0) {
+                throw new ProtocolException("RING message announces a ring of " + size + " bytes");
+            }
+        } else if (type != TYPE_DATA && length != LENGTH) {
             throw new ProtocolException("message of type " + typeName(type) + " carries " + (length - LENGTH)
                     + " payload bytes");
         }
@@ -100,11 +126,33 @@ public final class MessageHeader {
         return segment.get(U32, offset + RING_CREDITS_OFFSET);
     }
 
+    /** Writes the payload of a RING message after this header. */
+    public MessageHeader writeRing(long address, int rkey, int size) {
+        segment.set(U64, offset + RING_ADDRESS_OFFSET, address);
+        segment.set(U32, offset + RING_RKEY_OFFSET, rkey);
+        segment.set(U32, offset + RING_SIZE_OFFSET, size);
+        return this;
+    }
+
+    public long ringAddress() {
+        return segment.get(U64, offset + RING_ADDRESS_OFFSET);
+    }
+
+    public int ringRkey() {
+        return segment.get(U32, offset + RING_RKEY_OFFSET);
+    }
+
+    /** Size of the announced ring in bytes, unsigned. */
+    public long ringSize() {
+        return Integer.toUnsignedLong(segment.get(U32, offset + RING_SIZE_OFFSET));
+    }
+
     public static String typeName(byte type) {
         return switch (type) {
             case TYPE_DATA -> "DATA";
             case TYPE_CREDIT -> "CREDIT";
             case TYPE_SHUTDOWN -> "SHUTDOWN";
+            case TYPE_RING -> "RING";
             default -> "UNKNOWN(" + type + ')';
         };
     }

@@ -18,6 +18,7 @@ public final class RingReleases {
     private long next;               // sequence the next write gets
     private long position;           // ring offset the next write without WRAP lands at
     private long owed;               // ring bytes released in order and not yet returned
+    private long pinned;             // ring bytes of outstanding writes (not yet returnable)
     private long lastOffset;
 
     public RingReleases(long ringSize, int capacity) {
@@ -63,6 +64,7 @@ public final class RingReleases {
         }
         int slot = (int) next & mask;
         spans[slot] = skipped + aligned;
+        pinned += skipped + aligned;
         released[slot] = false;
         position = offset + aligned;
         lastOffset = offset;
@@ -73,6 +75,14 @@ public final class RingReleases {
         return lastOffset;
     }
 
+    /** Ring bytes an outstanding write holds: its aligned length and the tail it skipped. */
+    public long span(long sequence) {
+        if (sequence < head || sequence >= next) {
+            throw new IllegalStateException("ring write " + sequence + " is not outstanding");
+        }
+        return spans[(int) sequence & mask];
+    }
+
     /** Marks a write's bytes as no longer needed; returns ring space that became free in order. */
     public void release(long sequence) {
         if (sequence < head || sequence >= next || released[(int) sequence & mask]) {
@@ -81,6 +91,7 @@ public final class RingReleases {
         released[(int) sequence & mask] = true;
         while (head < next && released[(int) head & mask]) {
             owed += spans[(int) head & mask];
+            pinned -= spans[(int) head & mask];
             head++;
         }
     }
@@ -94,6 +105,11 @@ public final class RingReleases {
 
     public long owed() {
         return owed;
+    }
+
+    /** Ring bytes that cannot go back to the writer yet: outstanding writes, and whatever they skipped. */
+    public long pinned() {
+        return pinned;
     }
 
     public int outstanding() {

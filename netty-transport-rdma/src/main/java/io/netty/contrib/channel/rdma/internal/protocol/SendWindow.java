@@ -14,7 +14,7 @@ public final class SendWindow {
     /** Receive credits only a credit message may use. */
     public static final int RESERVED_RECV_CREDITS = 1;
 
-    private final long ringSize;
+    private long ringSize;
     private int recvCredits;
     private long ringFree;
     private long ringTail;
@@ -86,6 +86,17 @@ public final class SendWindow {
         ringTail = aligned;
         lastWrapped = true;
         return 0;
+    }
+
+    /** The peer replaced its ring: later writes go to the new one, which is all free. */
+    public void switchRing(long newRingSize) {
+        if (newRingSize <= 0 || newRingSize % Immediate.ALIGNMENT != 0) {
+            throw new ProtocolException("new ring of " + newRingSize + " bytes");
+        }
+        ringSize = newRingSize;
+        ringFree = newRingSize;
+        ringTail = 0;
+        lastWrapped = false;
     }
 
     public boolean lastWrapped() {

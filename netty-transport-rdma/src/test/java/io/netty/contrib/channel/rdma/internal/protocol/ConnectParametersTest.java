@@ -18,7 +18,7 @@ class ConnectParametersTest {
                     .recvCredits(64).recvBufferSize(8192);
 
             byte[] bytes = segment.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
-            assertThat(bytes).startsWith('N', 'R', 'D', 'M', 0, 1, 0, 0, 0x11, 0x22);
+            assertThat(bytes).startsWith('N', 'R', 'D', 'M', 0, 2, 0, 0, 0x11, 0x22);
 
             ConnectParameters read = new ConnectParameters().wrap(segment).validate(ConnectParameters.LENGTH);
             assertThat(read.ringAddress()).isEqualTo(0x1122_3344_5566_7788L);
@@ -39,7 +39,7 @@ class ConnectParametersTest {
             segment.set(ConnectParameters.U16, ConnectParameters.VERSION_OFFSET, (short) 7);
             assertThatThrownBy(() -> params.validate(ConnectParameters.LENGTH))
                     .isInstanceOf(ProtocolException.class)
-                    .hasMessage("peer speaks protocol version 7, this side speaks 1");
+                    .hasMessage("peer speaks protocol version 7, this side speaks 2");
 
             assertThatThrownBy(() -> params.validate(10)).hasMessageContaining("not a netty-transport-rdma peer");
             segment.set(ConnectParameters.U32, 0, 0x12345678);
@@ -54,7 +54,7 @@ class ConnectParametersTest {
             MemorySegment segment = arena.allocate(RejectReason.LENGTH);
             RejectReason reason = new RejectReason().wrap(segment).write(RejectReason.REASON_VERSION_MISMATCH);
             assertThat(reason.describe(RejectReason.LENGTH))
-                    .isEqualTo("connection rejected: the peer speaks protocol version 1, this side speaks 1");
+                    .isEqualTo("connection rejected: the peer speaks protocol version 2, this side speaks 2");
             assertThat(reason.describe(0)).contains("gave no netty-transport-rdma reason");
         }
     }

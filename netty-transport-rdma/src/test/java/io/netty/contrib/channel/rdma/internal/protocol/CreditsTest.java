@@ -30,29 +30,45 @@ class CreditsTest {
         RingReleases reader = new RingReleases(1024, 16);
 
         assertThat(writer.tryReserveRing(600)).isEqualTo(0);
-        long first = reader.arrive(Immediate.encode(600, writer.lastWrapped()));
+        long first = reader.arrive(Immediate.encode(600, writer.lastWrapped(), false));
         assertThat(reader.lastOffset()).isZero();
 
         assertThat(writer.tryReserveRing(300)).isEqualTo(640);
-        long second = reader.arrive(Immediate.encode(300, writer.lastWrapped()));
+        long second = reader.arrive(Immediate.encode(300, writer.lastWrapped(), false));
         assertThat(reader.lastOffset()).isEqualTo(640);
 
         // 64 bytes are left at the tail, the rest is in use: no room for 100 bytes.
         assertThat(writer.tryReserveRing(100)).isEqualTo(-1);
 
+        assertThat(reader.pinned()).isEqualTo(640 + 320);
         reader.release(second);
         assertThat(reader.takeOwed()).as("second cannot be returned before first").isZero();
+        assertThat(reader.pinned()).as("the held first write pins the released second").isEqualTo(640 + 320);
         reader.release(first);
         long owed = reader.takeOwed();
         assertThat(owed).isEqualTo(640 + 320);
+        assertThat(reader.pinned()).isZero();
         writer.grant(0, owed);
 
         assertThat(writer.tryReserveRing(100)).isEqualTo(0);
         assertThat(writer.lastWrapped()).isTrue();
-        long third = reader.arrive(Immediate.encode(100, true));
+        long third = reader.arrive(Immediate.encode(100, true, false));
         assertThat(reader.lastOffset()).isZero();
         reader.release(third);
         assertThat(reader.takeOwed()).as("the skipped tail comes back with the write").isEqualTo(64 + 128);
+    }
+
+    @Test
+    void switchingToANewRingStartsItEmpty() {
+        SendWindow writer = new SendWindow(16, 1024);
+        assertThat(writer.tryReserveRing(1000)).isZero();
+        assertThat(writer.tryReserveRing(64)).isEqualTo(-1);
+        writer.switchRing(2048);
+        assertThat(writer.ringSize()).isEqualTo(2048);
+        assertThat(writer.ringFree()).isEqualTo(2048);
+        assertThat(writer.tryReserveRing(64)).isZero();
+        assertThat(writer.lastWrapped()).isFalse();
+        assertThatThrownBy(() -> writer.switchRing(100)).isInstanceOf(ProtocolException.class);
     }
 
     @Test
@@ -70,7 +86,7 @@ class CreditsTest {
                     if (offset < 0) {
                         writer.releaseUnused();
                     } else {
-                        long seq = reader.arrive(Immediate.encode(length, writer.lastWrapped()));
+                        long seq = reader.arrive(Immediate.encode(length, writer.lastWrapped(), false));
                         assertThat(reader.lastOffset()).isEqualTo(offset);
                         long aligned = Immediate.alignedLength(length);
                         for (long[] h : held) {

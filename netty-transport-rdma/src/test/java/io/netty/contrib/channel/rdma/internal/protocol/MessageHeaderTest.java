@@ -43,12 +43,43 @@ class MessageHeaderTest {
 
     @Test
     void immediateEncodesLengthAndWrap() {
-        int imm = Immediate.encode(12345, true);
+        int imm = Immediate.encode(12345, true, false);
         assertThat(Immediate.length(imm)).isEqualTo(12345);
         assertThat(Immediate.wrap(imm)).isTrue();
-        assertThat(Immediate.wrap(Immediate.encode(Immediate.LENGTH_MASK, false))).isFalse();
+        assertThat(Immediate.wrap(Immediate.encode(Immediate.LENGTH_MASK, false, false))).isFalse();
         assertThat(Immediate.alignedLength(1)).isEqualTo(64);
         assertThat(Immediate.alignedLength(128)).isEqualTo(128);
-        assertThatThrownBy(() -> Immediate.encode(0, false)).isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> Immediate.encode(0, false, false)).isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> Immediate.encode(Immediate.LENGTH_MASK + 1, false, false))
+                .isInstanceOf(IllegalArgumentException.class);
+    }
+
+    @Test
+    void immediateCarriesTheRingGeneration() {
+        int imm = Immediate.encode(Immediate.LENGTH_MASK, true, true);
+        assertThat(Immediate.length(imm)).isEqualTo(Immediate.LENGTH_MASK);
+        assertThat(Immediate.wrap(imm)).isTrue();
+        assertThat(Immediate.generation(imm)).isTrue();
+        assertThat(Immediate.generation(Immediate.encode(5, true, false))).isFalse();
+    }
+
+    @Test
+    void ringMessageAnnouncesANewRing() {
+        MemorySegment segment = MemorySegment.ofArray(new byte[MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD]);
+        MessageHeader header = new MessageHeader().wrap(segment, 0)
+                .write(MessageHeader.TYPE_RING, 3, 0)
+                .writeRing(0x7f00_1234_5000L, 0xCAFE, 4 << 20);
+        header.validate(MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD);
+        assertThat(header.ringAddress()).isEqualTo(0x7f00_1234_5000L);
+        assertThat(header.ringRkey()).isEqualTo(0xCAFE);
+        assertThat(header.ringSize()).isEqualTo(4 << 20);
+        assertThat(header.recvCredits()).isEqualTo(3);
+        assertThatThrownBy(() -> header.validate(MessageHeader.LENGTH)).isInstanceOf(ProtocolException.class);
+        header.writeRing(0x1000, 1, 100);
+        assertThatThrownBy(() -> header.validate(MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD))
+                .isInstanceOf(ProtocolException.class).hasMessageContaining("ring of 100 bytes");
+        header.write(MessageHeader.TYPE_RING, 0, 64).writeRing(0x1000, 1, 4096);
+        assertThatThrownBy(() -> header.validate(MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD))
+                .isInstanceOf(ProtocolException.class).hasMessageContaining("ring credits");
     }
 }

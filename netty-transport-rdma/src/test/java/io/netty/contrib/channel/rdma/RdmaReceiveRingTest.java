@@ -1,0 +1,237 @@
+package io.netty.contrib.channel.rdma;
+
+import io.netty.bootstrap.Bootstrap;
+import io.netty.bootstrap.ServerBootstrap;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.CompositeByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelHandler;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.netty.channel.socket.SocketChannel;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
+import java.util.zip.CRC32;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Ring writes reach the reader as buffers over the receive ring (no copy) while the reader holds at most half of
+ * the ring, and as copies beyond that; releasing a buffer, on any thread, returns its space to the writer.
+ */
+@Timeout(120)
+class RdmaReceiveRingTest {
+    private static final int MIB = 1 << 20;
+    static EventLoopGroup group;
+
+    @BeforeAll
+    static void setUp() {
+        SoftwareRdma.use();
+        group = new MultiThreadIoEventLoopGroup(2, RdmaIoHandler.newFactory());
+    }
+
+    @AfterAll
+    static void tearDown() throws Exception {
+        group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
+    }
+
+    @Test
+    void largeWriteArrivesAsOneBufferOverTheRing() throws Exception {
+        List<Integer> sizes = new ArrayList<>();
+        CompletableFuture<Long> crc = new CompletableFuture<>();
+        Channel server = server(() -> new ChannelInboundHandlerAdapter() {
+            final CRC32 sum = new CRC32();
+            long bytes;
+
+            @Override
+            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                ByteBuf buf = (ByteBuf) msg;
+                sizes.add(buf.readableBytes());
+                bytes += buf.readableBytes();
+                sum.update(buf.nioBuffer());
+                buf.release();
+                if (bytes == MIB) {
+                    crc.complete(sum.getValue());
+                }
+            }
+        });
+        byte[] message = random(MIB, 1);
+        Channel client = client(server);
+        client.writeAndFlush(Unpooled.wrappedBuffer(message));
+        assertThat(crc.get(30, TimeUnit.SECONDS)).isEqualTo(crc(message));
+        // The ring takes writes of up to a quarter of its 4 MiB: one write, one buffer, no copy.
+        assertThat(sizes).containsExactly(MIB);
+        client.close().sync();
+        server.close().sync();
+    }
+
+    @Test
+    void readerHoldingMoreThanTheRingStillReceivesEverything() throws Exception {
+        int total = 24 * MIB;  // six rings' worth, all held until the last byte arrived
+        List<Integer> sizes = new ArrayList<>();
+        CompletableFuture<Long> crc = new CompletableFuture<>();
+        Channel server = server(() -> new ChannelInboundHandlerAdapter() {
+            CompositeByteBuf held;
+
+            @Override
+            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                if (held == null) {
+                    held = ctx.alloc().compositeBuffer(Integer.MAX_VALUE);
+                }
+                ByteBuf buf = (ByteBuf) msg;
+                sizes.add(buf.readableBytes());
+                held.addComponent(true, buf);
+                if (held.readableBytes() == total) {
+                    CRC32 sum = new CRC32();
+                    for (ByteBuffer b : held.nioBuffers()) {
+                        sum.update(b);
+                    }
+                    held.release();
+                    crc.complete(sum.getValue());
+                }
+            }
+        });
+        byte[] message = random(total, 2);
+        Channel client = client(server);
+        client.writeAndFlush(Unpooled.wrappedBuffer(message));
+        assertThat(crc.get(60, TimeUnit.SECONDS)).isEqualTo(crc(message));
+        // Up to half the ring was handed out in place; the rest was copied so the writer could go on.
+        assertThat(sizes).contains(MIB);
+        assertThat(sizes).anyMatch(size -> size < MIB);
+        client.close().sync();
+        server.close().sync();
+    }
+
+    @Test
+    void buffersReleasedOnAnotherThreadReturnRingSpace() throws Exception {
+        int total = 64 * MIB;
+        ExecutorService releaser = Executors.newSingleThreadExecutor();
+        CompletableFuture<Long> crc = new CompletableFuture<>();
+        try {
+            Channel server = server(() -> new ChannelInboundHandlerAdapter() {
+                final CRC32 sum = new CRC32();
+                long bytes;
+
+                @Override
+                public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                    ByteBuf buf = (ByteBuf) msg;
+                    sum.update(buf.nioBuffer());
+                    bytes += buf.readableBytes();
+                    if (bytes == total) {
+                        crc.complete(sum.getValue());
+                    }
+                    releaser.execute(() -> {
+                        sleepQuietly();
+                        buf.release();
+                    });
+                }
+            });
+            byte[] message = random(MIB, 3);
+            Channel client = client(server);
+            CRC32 sent = new CRC32();
+            for (int i = 0; i < total / MIB; i++) {
+                client.write(Unpooled.wrappedBuffer(message));
+                sent.update(message);
+            }
+            client.flush();
+            assertThat(crc.get(60, TimeUnit.SECONDS)).isEqualTo(sent.getValue());
+            client.close().sync();
+            server.close().sync();
+        } finally {
+            releaser.shutdown();
+            assertThat(releaser.awaitTermination(10, TimeUnit.SECONDS)).isTrue();
+        }
+    }
+
+    @Test
+    void bufferHeldAfterThePeerClosedStaysReadableAndIsFreedOnRelease() throws Exception {
+        CompletableFuture<ByteBuf> kept = new CompletableFuture<>();
+        CompletableFuture<Void> inactive = new CompletableFuture<>();
+        Channel server = server(() -> new ChannelInboundHandlerAdapter() {
+            @Override
+            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                kept.complete((ByteBuf) msg);
+            }
+
+            @Override
+            public void channelInactive(ChannelHandlerContext ctx) {
+                inactive.complete(null);
+            }
+        });
+        long mrsBefore = SoftwareRdma.objectCounts().get("mr");
+        byte[] message = random(MIB, 4);
+        Channel client = client(server);
+        client.writeAndFlush(Unpooled.wrappedBuffer(message)).sync();
+        ByteBuf buf = kept.get(30, TimeUnit.SECONDS);
+        client.close().sync();
+        inactive.get(30, TimeUnit.SECONDS);
+        // The connections are gone; the ring under the buffer is not.
+        assertThat(buf.readableBytes()).isEqualTo(MIB);
+        CRC32 sum = new CRC32();
+        sum.update(buf.nioBuffer());
+        assertThat(sum.getValue()).isEqualTo(crc(message));
+        buf.release();
+        awaitMrCount(mrsBefore);
+        server.close().sync();
+    }
+
+    private static void awaitMrCount(long expected) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (SoftwareRdma.objectCounts().get("mr") != expected && System.nanoTime() < deadline) {
+            Thread.sleep(10);
+        }
+        assertThat(SoftwareRdma.objectCounts().get("mr")).as("memory regions").isEqualTo(expected);
+    }
+
+    private static Channel server(Supplier<ChannelHandler> handler) throws InterruptedException {
+        return new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
+                .childHandler(new ChannelInitializer<SocketChannel>() {
+                    @Override
+                    protected void initChannel(SocketChannel ch) {
+                        ch.pipeline().addLast(handler.get());
+                    }
+                }).bind("127.0.0.1", 0).sync().channel();
+    }
+
+    private static Channel client(Channel server) throws InterruptedException {
+        return new Bootstrap().group(group).channel(RdmaChannel.class)
+                .handler(new ChannelInboundHandlerAdapter())
+                .connect(server.localAddress()).sync().channel();
+    }
+
+    static byte[] random(int size, long seed) {
+        byte[] bytes = new byte[size];
+        new Random(seed).nextBytes(bytes);
+        return bytes;
+    }
+
+    static long crc(byte[] bytes) {
+        CRC32 crc = new CRC32();
+        crc.update(bytes);
+        return crc.getValue();
+    }
+
+    private static void sleepQuietly() {
+        try {
+            Thread.sleep(1);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+}
