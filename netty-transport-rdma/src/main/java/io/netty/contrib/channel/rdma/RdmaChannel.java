@@ -55,7 +55,7 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
 
     private final RdmaChannelConfig config;
     private CmId cmId;
-    private RdmaConnection connection;
+    RdmaConnection connection; // package-private: tests print it when a transfer stalls
     private IoRegistration ioRegistration;
     private RdmaIoHandler.Registration registration;
     private final ConnectParameters acceptedPeer;

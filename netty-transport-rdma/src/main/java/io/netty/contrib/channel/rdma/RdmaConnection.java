@@ -91,6 +91,8 @@ final class RdmaConnection {
     private final RecvWorkRequests recvWrs;
     private int repostCount;
     private int owedRecvCredits;
+    /** Receive credits the peer holds as far as this side knows: granted, minus messages received since. */
+    private int peerRecvCredits;
     private final ProtectionDomain pd;
     private final int ringSize;
     /** The ring the peer writes to now; null when this side offers none. */
@@ -150,6 +152,7 @@ final class RdmaConnection {
         this.pool = alloc.pool();
         var pd = device.pd();
         this.recvCount = config.getReceiveBufferCount();
+        this.peerRecvCredits = recvCount;
         this.recvSize = config.getRdmaReceiveBufferSize();
         this.sqDepth = config.getSendQueueDepth();
         this.pd = pd;
@@ -239,6 +242,7 @@ final class RdmaConnection {
             throw new ProtocolException("receive completion for unknown slot " + slot);
         }
         int opcode = wcs.opcode(i);
+        peerRecvCredits--;
         if (opcode == IbvWcOpcode.RECV_RDMA_WITH_IMM) {
             int immediate = wcs.immData(i);
             Ring r = ringOf(immediate);
@@ -430,6 +434,7 @@ final class RdmaConnection {
         int slot = slotOf(postedSeq + i);
         int recvCredits = Math.min(owedRecvCredits, MessageHeader.MAX_RECV_CREDITS);
         owedRecvCredits -= recvCredits;
+        peerRecvCredits += recvCredits;
         long payload = (long) sqDepth * MessageHeader.LENGTH;
         header.wrap(headers, (long) slot * MessageHeader.LENGTH).write(MessageHeader.TYPE_RING, recvCredits, 0);
         header.wrap(headers, payload - MessageHeader.LENGTH)
@@ -540,9 +545,23 @@ final class RdmaConnection {
         }
     }
 
+    /**
+     * Whether to send a CREDIT message now, with no DATA going out to carry the credits. When half of the peer's
+     * grant is owed; or when the peer may be unable to write because it is down to its reserve (it needs more than
+     * that for data) or its free ring space, as this side knows it, is under half the ring (a write takes at most a
+     * quarter plus a skipped tail of at most a quarter). Without the latter two, two peers that both write only
+     * ring writes (which carry no credits) could each wait for the other's CREDIT.
+     */
     private boolean creditsDue() {
-        return owedRecvCredits >= Math.max(1, recvCount / 2)
-                || ring != null && ring.releases.owed() >= ring.size / 2;
+        if (owedRecvCredits >= Math.max(1, recvCount / 2)
+                || owedRecvCredits > 0 && peerRecvCredits <= SendWindow.RESERVED_RECV_CREDITS) {
+            return true;
+        }
+        if (ring == null) {
+            return false;
+        }
+        long owed = ring.releases.owed();
+        return owed >= ring.size / 2 || owed > 0 && ring.releases.pinned() + owed >= ring.size / 2;
     }
 
     // ---------------------------------------------------------------- send
@@ -680,6 +699,7 @@ final class RdmaConnection {
     private void writeHeader(int slot, byte type) {
         int recvCredits = Math.min(owedRecvCredits, MessageHeader.MAX_RECV_CREDITS);
         owedRecvCredits -= recvCredits;
+        peerRecvCredits += recvCredits;
         long ringCredits = ring == null ? 0 : ring.releases.takeOwed();
         header.wrap(headers, (long) slot * MessageHeader.LENGTH).write(type, recvCredits, (int) ringCredits);
     }
@@ -733,6 +753,16 @@ final class RdmaConnection {
             }
         }
         completedSeq = Math.min(seq + 1, postedSeq);
+    }
+
+    @Override
+    public String toString() {
+        return "RdmaConnection{window=" + window + ", posted=" + postedSeq + ", completed=" + completedSeq
+                + ", batch=" + batchCount + ", pending=" + pendingCount + ", owedRecv=" + owedRecvCredits
+                + ", peerRecvCredits=" + peerRecvCredits
+                + (ring == null ? "" : ", ring{held=" + ring.held + ", pinned=" + ring.releases.pinned() + ", owed="
+                        + ring.releases.owed() + ", outstanding=" + ring.releases.outstanding() + '}')
+                + ", retired=" + (retired != null) + ", released=" + released + '}';
     }
 
     /** No send is waiting for its completion. */

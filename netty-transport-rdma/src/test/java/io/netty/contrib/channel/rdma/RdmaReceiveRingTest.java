@@ -191,6 +191,76 @@ class RdmaReceiveRingTest {
         server.close().sync();
     }
 
+    @Test
+    void bothSidesWritingOnlyRingWritesWithFewReceiveBuffersNeverWaitForEachOther() throws Exception {
+        // Ring writes carry no credits, and with four receive buffers one is the CREDIT reserve: every credit
+        // comes back in CREDIT messages, which must go out whenever the other side may be starved.
+        int total = 32 * MIB;
+        int size = 64 << 10;
+        CompletableFuture<Long> serverGot = new CompletableFuture<>();
+        CompletableFuture<Long> clientGot = new CompletableFuture<>();
+        byte[] message = random(size, 5);
+        Channel server = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
+                .childOption(RdmaChannelOption.RECEIVE_BUFFER_COUNT, 4)
+                .childOption(RdmaChannelOption.RING_SIZE, 1 << 20)
+                .childHandler(new ChannelInitializer<SocketChannel>() {
+                    @Override
+                    protected void initChannel(SocketChannel ch) {
+                        ch.pipeline().addLast(new Counter(total, serverGot) {
+                            @Override
+                            public void channelActive(ChannelHandlerContext ctx) {
+                                writeAll(ctx.channel(), message, total);
+                            }
+                        });
+                    }
+                }).bind("127.0.0.1", 0).sync().channel();
+        Channel client = new Bootstrap().group(group).channel(RdmaChannel.class)
+                .option(RdmaChannelOption.RECEIVE_BUFFER_COUNT, 4)
+                .option(RdmaChannelOption.RING_SIZE, 1 << 20)
+                .handler(new Counter(total, clientGot))
+                .connect(server.localAddress()).sync().channel();
+        writeAll(client, message, total);
+        CRC32 expected = new CRC32();
+        for (int i = 0; i < total / size; i++) {
+            expected.update(message);
+        }
+        assertThat(serverGot.get(60, TimeUnit.SECONDS)).isEqualTo(expected.getValue());
+        assertThat(clientGot.get(60, TimeUnit.SECONDS)).isEqualTo(expected.getValue());
+        client.close().sync();
+        server.close().sync();
+    }
+
+    private static void writeAll(Channel channel, byte[] message, int total) {
+        for (int sent = 0; sent < total; sent += message.length) {
+            channel.write(Unpooled.wrappedBuffer(message));
+        }
+        channel.flush();
+    }
+
+    /** Sums the CRC of what arrives; completes with it after {@code total} bytes. */
+    private static class Counter extends ChannelInboundHandlerAdapter {
+        private final CRC32 sum = new CRC32();
+        private final long total;
+        private final CompletableFuture<Long> done;
+        private long bytes;
+
+        Counter(long total, CompletableFuture<Long> done) {
+            this.total = total;
+            this.done = done;
+        }
+
+        @Override
+        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+            ByteBuf buf = (ByteBuf) msg;
+            bytes += buf.readableBytes();
+            sum.update(buf.nioBuffer());
+            buf.release();
+            if (bytes == total) {
+                done.complete(sum.getValue());
+            }
+        }
+    }
+
     private static void awaitMrCount(long expected) throws InterruptedException {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
         while (SoftwareRdma.objectCounts().get("mr") != expected && System.nanoTime() < deadline) {
