@@ -9,6 +9,7 @@ import io.netty.channel.ChannelOutboundBuffer;
 import io.netty.channel.ChannelPromise;
 import io.netty.channel.ConnectTimeoutException;
 import io.netty.channel.EventLoop;
+import io.netty.channel.FileRegion;
 import io.netty.channel.IoEventLoop;
 import io.netty.channel.IoRegistration;
 import io.netty.channel.RecvByteBufAllocator;
@@ -388,11 +389,11 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
 
     @Override
     protected Object filterOutboundMessage(Object msg) {
-        if (msg instanceof ByteBuf buf) {
-            return buf;
+        if (msg instanceof ByteBuf || msg instanceof FileRegion) {
+            return msg;
         }
         throw new UnsupportedOperationException("unsupported message type: " + msg.getClass().getName()
-                + " (expected: ByteBuf)");
+                + " (expected: ByteBuf, FileRegion)");
     }
 
     // ---------------------------------------------------------------- events from the loop

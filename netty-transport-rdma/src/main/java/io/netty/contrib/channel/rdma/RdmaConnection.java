@@ -3,6 +3,7 @@ package io.netty.contrib.channel.rdma;
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelOutboundBuffer;
 import io.netty.channel.EventLoop;
+import io.netty.channel.FileRegion;
 import io.netty.contrib.channel.rdma.internal.memory.ExternalRegion;
 import io.netty.contrib.channel.rdma.internal.memory.RegisteredBuffer;
 import io.netty.contrib.channel.rdma.internal.memory.RegisteredMemoryPool;
@@ -28,9 +29,12 @@ import io.netty.contrib.channel.rdma.internal.verbs.WorkCompletions;
 import io.netty.util.internal.logging.InternalLogger;
 import io.netty.util.internal.logging.InternalLoggerFactory;
 
+import java.io.EOFException;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.nio.ByteBuffer;
+import java.nio.channels.WritableByteChannel;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.atomic.AtomicInteger;
 
@@ -142,6 +146,8 @@ final class RdmaConnection {
     /** Why the last ring switch failed, if it did (registration refused); kept for diagnosis. */
     private RuntimeException switchFailure;
     private final MessageHeader header = new MessageHeader();
+    /** Part of a FileRegion read and waiting for credit to be sent. */
+    private ByteBuf fileChunk;
     private boolean released;
 
     RdmaConnection(int channelId, EventLoop loop, RdmaIoHandler handler, CmId id, RdmaDevices.Device device,
@@ -576,12 +582,18 @@ final class RdmaConnection {
      *
      * @return {@code true} when everything flushed was posted
      */
-    boolean write(ChannelOutboundBuffer in) {
+    boolean write(ChannelOutboundBuffer in) throws IOException {
         try {
             for (;;) {
                 Object msg = in.current();
                 if (msg == null) {
                     return true;
+                }
+                if (msg instanceof FileRegion region) {
+                    if (!writeFileChunk(in, region)) {
+                        return false;
+                    }
+                    continue;
                 }
                 ByteBuf buf = (ByteBuf) msg;
                 int readable = buf.readableBytes();
@@ -611,6 +623,88 @@ final class RdmaConnection {
             }
         } finally {
             postBatch();
+        }
+    }
+
+    /**
+     * Sends the next part of a {@link FileRegion}: read into registered memory (there is no sendfile for RDMA),
+     * then sent like any registered buffer. A part read but not sent for lack of credit waits for the next call.
+     */
+    private boolean writeFileChunk(ChannelOutboundBuffer in, FileRegion region) throws IOException {
+        if (fileChunk == null) {
+            long remaining = region.count() - region.transferred();
+            if (remaining <= 0) {
+                in.remove();
+                return true;
+            }
+            int size = (int) Math.min(remaining, remaining > peerMaxSend && maxRingWrite > 0 ? maxRingWrite
+                    : peerMaxSend);
+            ByteBuf chunk = alloc.directBuffer(size, size);
+            try {
+                FileChunkChannel target = new FileChunkChannel(chunk);
+                // The region says how far it got: stop there, even if it wrote less than it counted.
+                while (chunk.isWritable() && region.transferred() < region.count()) {
+                    if (region.transferTo(target, region.transferred()) <= 0) {
+                        throw new EOFException("file region of " + region.count() + " bytes ended after "
+                                + region.transferred() + " bytes");
+                    }
+                }
+                if (!chunk.isReadable()) {
+                    in.remove();
+                    chunk.release();
+                    return true;
+                }
+            } catch (IOException | RuntimeException e) {
+                chunk.release();
+                throw e;
+            }
+            fileChunk = chunk;
+        }
+        int length = fileChunk.readableBytes();
+        if (batchCount == SEND_BATCH) {
+            postBatch();
+        }
+        if (sqRoom() <= 0) {
+            return false;
+        }
+        boolean prepared = length > peerMaxSend && maxRingWrite > 0 ? prepareRingWrite(fileChunk, length)
+                : prepareSend(fileChunk, length);
+        if (!prepared) {
+            return false;
+        }
+        fileChunk.release();  // the send holds its own reference until it completes
+        fileChunk = null;
+        in.progress(length);
+        if (region.transferred() >= region.count()) {
+            in.remove();
+        }
+        return true;
+    }
+
+    /** Where a {@link FileRegion} writes the bytes it reads: the writable part of a buffer. */
+    private static final class FileChunkChannel implements WritableByteChannel {
+        private final ByteBuf chunk;
+
+        FileChunkChannel(ByteBuf chunk) {
+            this.chunk = chunk;
+        }
+
+        @Override
+        public int write(ByteBuffer src) {
+            int n = Math.min(src.remaining(), chunk.writableBytes());
+            ByteBuffer part = src.slice(src.position(), n);
+            chunk.writeBytes(part);
+            src.position(src.position() + n);
+            return n;
+        }
+
+        @Override
+        public boolean isOpen() {
+            return true;
+        }
+
+        @Override
+        public void close() {
         }
     }
 
@@ -783,6 +877,10 @@ final class RdmaConnection {
             return;
         }
         released = true;
+        if (fileChunk != null) {
+            fileChunk.release();
+            fileChunk = null;
+        }
         for (int s = 0; inflight != null && s < inflight.length; s++) {
             if (inflight[s] != null) {
                 inflight[s].release();
