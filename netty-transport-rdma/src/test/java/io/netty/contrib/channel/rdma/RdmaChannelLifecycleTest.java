@@ -8,6 +8,7 @@ import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.ChannelOption;
+import io.netty.channel.ConnectTimeoutException;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.channel.WriteBufferWaterMark;
@@ -47,6 +48,69 @@ class RdmaChannelLifecycleTest {
             assertThat(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start)).isLessThan(10_000);
         } finally {
             group.shutdownGracefully(0, 1, TimeUnit.SECONDS).sync();
+        }
+    }
+
+    @Test
+    void connectTimeoutMillisFailsAConnectNobodyAnswers() throws Exception {
+        EventLoopGroup group = new MultiThreadIoEventLoopGroup(1, RdmaIoHandler.newFactory());
+        try {
+            // With AUTO_READ off on the server channel, connection requests wait in rdma_cm's backlog.
+            Channel server = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
+                    .option(ChannelOption.AUTO_READ, false)
+                    .childHandler(new ChannelInboundHandlerAdapter())
+                    .bind("127.0.0.1", 0).sync().channel();
+            long start = System.nanoTime();
+            assertThatThrownBy(() -> new Bootstrap().group(group).channel(RdmaChannel.class)
+                    .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, 300)
+                    .handler(new ChannelInboundHandlerAdapter())
+                    .connect(server.localAddress()).sync())
+                    .isInstanceOf(ConnectTimeoutException.class)
+                    .hasMessageContaining(String.valueOf(((InetSocketAddress) server.localAddress()).getPort()));
+            assertThat(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start)).isBetween(250L, 10_000L);
+            server.close().sync();
+        } finally {
+            group.shutdownGracefully(0, 1, TimeUnit.SECONDS).sync();
+        }
+    }
+
+    /**
+     * As with TCP and every Netty transport, closing the server channel stops accepting but leaves the accepted
+     * channels open; shutting their event loops down closes them, and their peers see the close.
+     */
+    @Test
+    void serverCloseLeavesChildrenOpenAndGroupShutdownClosesThem() throws Exception {
+        EventLoopGroup serverGroup = new MultiThreadIoEventLoopGroup(1, RdmaIoHandler.newFactory());
+        EventLoopGroup clientGroup = new MultiThreadIoEventLoopGroup(1, RdmaIoHandler.newFactory());
+        try {
+            Channel server = new ServerBootstrap().group(serverGroup).channel(RdmaServerChannel.class)
+                    .childHandler(new ChannelInboundHandlerAdapter() {
+                        @Override
+                        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                            ctx.writeAndFlush(msg);
+                        }
+                    }).bind("127.0.0.1", 0).sync().channel();
+            CompletableFuture<Integer> echoed = new CompletableFuture<>();
+            Channel client = new Bootstrap().group(clientGroup).channel(RdmaChannel.class)
+                    .handler(new ChannelInboundHandlerAdapter() {
+                        @Override
+                        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                            echoed.complete(((ByteBuf) msg).readableBytes());
+                            ((ByteBuf) msg).release();
+                        }
+                    }).connect(server.localAddress()).sync().channel();
+            server.close().sync();
+            assertThatThrownBy(() -> new Bootstrap().group(clientGroup).channel(RdmaChannel.class)
+                    .handler(new ChannelInboundHandlerAdapter()).connect(server.localAddress()).sync())
+                    .isInstanceOf(ConnectException.class);
+            client.writeAndFlush(client.alloc().directBuffer().writeZero(100));
+            assertThat(echoed.get(10, TimeUnit.SECONDS)).isEqualTo(100);
+
+            serverGroup.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
+            assertThat(client.closeFuture().await(10, TimeUnit.SECONDS)).as("client closed").isTrue();
+        } finally {
+            serverGroup.shutdownGracefully(0, 1, TimeUnit.SECONDS).sync();
+            clientGroup.shutdownGracefully(0, 1, TimeUnit.SECONDS).sync();
         }
     }
 

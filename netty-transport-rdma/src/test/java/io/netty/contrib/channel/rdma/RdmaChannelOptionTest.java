@@ -1,0 +1,83 @@
+package io.netty.contrib.channel.rdma;
+
+import io.netty.channel.ChannelOption;
+import io.netty.channel.socket.SocketChannelConfig;
+import org.junit.jupiter.api.Test;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/** Options have documented defaults, round-trip through {@code setOption}, and bad values fail clearly. */
+class RdmaChannelOptionTest {
+    static {
+        SoftwareRdma.use();
+    }
+
+    private final RdmaChannel channel = new RdmaChannel();
+    private final RdmaChannelConfig config = channel.config();
+
+    @Test
+    void defaults() {
+        assertThat(config.getOption(RdmaChannelOption.RECEIVE_BUFFER_COUNT)).isEqualTo(64);
+        assertThat(config.getOption(RdmaChannelOption.RECEIVE_BUFFER_SIZE)).isEqualTo(8192);
+        assertThat(config.getOption(RdmaChannelOption.RING_SIZE)).isEqualTo(4 << 20);
+        assertThat(config.getOption(RdmaChannelOption.SEND_QUEUE_DEPTH)).isEqualTo(256);
+        assertThat(config.getOption(RdmaChannelOption.MAX_INLINE_DATA)).isEqualTo(128);
+        assertThat(config.getOption(RdmaChannelOption.RESOLVE_TIMEOUT_MILLIS)).isEqualTo(2000);
+        assertThat(config.getAllocator()).isInstanceOf(RdmaByteBufAllocator.class);
+        assertThat(config.isTcpNoDelay()).isTrue();
+    }
+
+    @Test
+    void optionsRoundTrip() {
+        assertThat(config.setOption(RdmaChannelOption.RECEIVE_BUFFER_COUNT, 16)).isTrue();
+        assertThat(config.setOption(RdmaChannelOption.RECEIVE_BUFFER_SIZE, 4096)).isTrue();
+        assertThat(config.setOption(RdmaChannelOption.RING_SIZE, 1 << 20)).isTrue();
+        assertThat(config.setOption(RdmaChannelOption.SEND_QUEUE_DEPTH, 64)).isTrue();
+        assertThat(config.setOption(RdmaChannelOption.MAX_INLINE_DATA, 0)).isTrue();
+        assertThat(config.setOption(RdmaChannelOption.RESOLVE_TIMEOUT_MILLIS, 500)).isTrue();
+        assertThat(config.getReceiveBufferCount()).isEqualTo(16);
+        assertThat(config.getRdmaReceiveBufferSize()).isEqualTo(4096);
+        assertThat(config.getRingSize()).isEqualTo(1 << 20);
+        assertThat(config.getSendQueueDepth()).isEqualTo(64);
+        assertThat(config.getMaxInlineData()).isZero();
+        assertThat(config.getResolveTimeoutMillis()).isEqualTo(500);
+        // SO_RCVBUF is the ring, rounded up to pages; TCP_NODELAY is accepted and always true.
+        assertThat(config.setOption(ChannelOption.SO_RCVBUF, 10_000)).isTrue();
+        assertThat(config.getRingSize()).isEqualTo(12_288);
+        assertThat(config.setOption(ChannelOption.TCP_NODELAY, false)).isTrue();
+        assertThat(config.getOption(ChannelOption.TCP_NODELAY)).isTrue();
+    }
+
+    @Test
+    void badValuesAreRejectedWithTheirRange() {
+        assertBad(RdmaChannelOption.RECEIVE_BUFFER_COUNT, 3, "receiveBufferCount");
+        assertBad(RdmaChannelOption.RECEIVE_BUFFER_COUNT, 1 << 20, "receiveBufferCount");
+        assertBad(RdmaChannelOption.RECEIVE_BUFFER_SIZE, 16, "receiveBufferSize");
+        assertBad(RdmaChannelOption.RING_SIZE, 5000, "multiple of 4096");
+        assertBad(RdmaChannelOption.RING_SIZE, -4096, "ringSize");
+        assertBad(RdmaChannelOption.SEND_QUEUE_DEPTH, 0, "sendQueueDepth");
+        assertBad(RdmaChannelOption.MAX_INLINE_DATA, 4096, "maxInlineData");
+        assertBad(RdmaChannelOption.RESOLVE_TIMEOUT_MILLIS, 0, "resolveTimeoutMillis");
+        assertBad(ChannelOption.SO_RCVBUF, -1, "receiveBufferSize");
+        assertBad(ChannelOption.IP_TOS, 256, "trafficClass");
+        assertThatThrownBy(() -> new RdmaIoHandlerConfig().completionQueueSize(10))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("completionQueueSize");
+        assertThatThrownBy(() -> new RdmaIoHandlerConfig().spinNanos(-1))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("spinNanos");
+        assertThatThrownBy(() -> new RdmaIoHandlerConfig().pollBatch(0))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("pollBatch");
+        assertThatThrownBy(() -> new RdmaServerChannel().config().setBacklog(-1))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("backlog");
+    }
+
+    private <T> void assertBad(ChannelOption<T> option, T value, String named) {
+        SocketChannelConfig fresh = new RdmaChannel().config();
+        Object before = fresh.getOption(option);
+        assertThatThrownBy(() -> fresh.setOption(option, value))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining(named)
+                .hasMessageContaining(String.valueOf(value));
+        assertThat(fresh.getOption(option)).as("%s unchanged", option).isEqualTo(before);
+    }
+}
