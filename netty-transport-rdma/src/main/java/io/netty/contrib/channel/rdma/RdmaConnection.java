@@ -5,6 +5,7 @@ import io.netty.channel.ChannelOutboundBuffer;
 import io.netty.channel.EventLoop;
 import io.netty.channel.FileRegion;
 import io.netty.contrib.channel.rdma.internal.memory.ExternalRegion;
+import io.netty.contrib.channel.rdma.internal.memory.MemoryRegistrationException;
 import io.netty.contrib.channel.rdma.internal.memory.RegisteredBuffer;
 import io.netty.contrib.channel.rdma.internal.memory.RegisteredMemoryPool;
 import io.netty.contrib.channel.rdma.internal.protocol.ConnectParameters;
@@ -25,6 +26,7 @@ import io.netty.contrib.channel.rdma.internal.verbs.QpInitAttributes;
 import io.netty.contrib.channel.rdma.internal.verbs.QueuePair;
 import io.netty.contrib.channel.rdma.internal.verbs.RecvWorkRequests;
 import io.netty.contrib.channel.rdma.internal.verbs.SendWorkRequests;
+import io.netty.contrib.channel.rdma.internal.verbs.VerbsException;
 import io.netty.contrib.channel.rdma.internal.verbs.WorkCompletions;
 import io.netty.util.internal.logging.InternalLogger;
 import io.netty.util.internal.logging.InternalLoggerFactory;
@@ -168,10 +170,10 @@ final class RdmaConnection {
         boolean ok = false;
         try {
             recvMemory = touched(arena.allocate((long) recvCount * recvSize, PAGE));
-            recvMr = pd.registerMemory(recvMemory, IbvAccessFlags.LOCAL_WRITE);
+            recvMr = register(pd, recvMemory, IbvAccessFlags.LOCAL_WRITE, "a connection's receive buffers");
             // One header per send slot, then the payload of the one RING message that can be in flight.
             headers = arena.allocate((long) sqDepth * MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD, PAGE);
-            headerMr = pd.registerMemory(headers, IbvAccessFlags.LOCAL_WRITE);
+            headerMr = register(pd, headers, IbvAccessFlags.LOCAL_WRITE, "a connection's message headers");
             ring = ringSize > 0 ? Ring.create(this, false) : null;
             qp = id.createQp(pd, new QpInitAttributes(deviceQueue.cq, deviceQueue.cq, null, sqDepth, recvCount,
                     2, 1, config.getMaxInlineData(), false));
@@ -198,6 +200,15 @@ final class RdmaConnection {
             if (!ok) {
                 release();
             }
+        }
+    }
+
+    /** Registers {@code memory}; a failure names the locked-memory limit, the usual cause. */
+    private static MemoryRegion register(ProtectionDomain pd, MemorySegment memory, int access, String what) {
+        try {
+            return pd.registerMemory(memory, access);
+        } catch (VerbsException e) {
+            throw MemoryRegistrationException.of(what, memory.byteSize(), e);
         }
     }
 
@@ -491,7 +502,8 @@ final class RdmaConnection {
             Arena arena = Arena.ofShared();
             try {
                 MemorySegment memory = touched(arena.allocate(c.ringSize, PAGE));
-                MemoryRegion mr = c.pd.registerMemory(memory, IbvAccessFlags.LOCAL_WRITE | IbvAccessFlags.REMOTE_WRITE);
+                MemoryRegion mr = register(c.pd, memory, IbvAccessFlags.LOCAL_WRITE | IbvAccessFlags.REMOTE_WRITE,
+                        "a connection's receive ring");
                 return c.new Ring(arena, memory, mr, generation);
             } catch (RuntimeException e) {
                 arena.close();

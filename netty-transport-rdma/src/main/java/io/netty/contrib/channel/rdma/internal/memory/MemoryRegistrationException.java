@@ -22,10 +22,19 @@ public final class MemoryRegistrationException extends RuntimeException {
                 message(size, alreadyRegistered, lockedMemoryLimit(readProcLimits()), cause), cause);
     }
 
+    /** A registration outside the allocator failed, e.g. a connection's receive ring ({@code what}). */
+    public static MemoryRegistrationException of(String what, long size, Throwable cause) {
+        return new MemoryRegistrationException(
+                message(size, what, lockedMemoryLimit(readProcLimits()), cause), cause);
+    }
+
     static String message(long size, long alreadyRegistered, String limit, Throwable cause) {
+        return message(size, formatSize(alreadyRegistered) + " already registered by this allocator", limit, cause);
+    }
+
+    static String message(long size, String context, String limit, Throwable cause) {
         StringBuilder sb = new StringBuilder("memory registration of ").append(formatSize(size))
-                .append(" failed (").append(formatSize(alreadyRegistered))
-                .append(" already registered by this allocator): RLIMIT_MEMLOCK is ");
+                .append(" failed (").append(context).append("): RLIMIT_MEMLOCK is ");
         if (limit == null) {
             sb.append("unknown; check it with ulimit -l");
         } else if ("unlimited".equals(limit)) {

@@ -45,6 +45,14 @@ class MemoryRegistrationExceptionTest {
     }
 
     @Test
+    void aConnectionsRegistrationSaysWhatItWasFor() {
+        MemoryRegistrationException e = MemoryRegistrationException.of("a connection's receive ring", 4L << 20,
+                new RuntimeException("ibv_reg_mr failed: Cannot allocate memory (ENOMEM)"));
+        assertThat(e).hasMessageStartingWith("memory registration of 4 MiB failed (a connection's receive ring): "
+                + "RLIMIT_MEMLOCK is ").hasMessageEndingWith("(ENOMEM)");
+    }
+
+    @Test
     void formatsSizes() {
         assertThat(MemoryRegistrationException.formatSize(100)).isEqualTo("100 B");
         assertThat(MemoryRegistrationException.formatSize(1536)).isEqualTo("1536 B");
