@@ -32,6 +32,8 @@ import java.util.concurrent.TimeUnit;
 public final class RpcClient {
     /** Requests in flight on the bidirectional stream before the client waits for a response. */
     static final int CHAT_WINDOW = 16;
+    /** Largest message either side accepts (gRPC's default is 4 MiB). */
+    static final int MAX_MESSAGE_SIZE = 32 << 20;
 
     private RpcClient() {
     }
@@ -76,6 +78,7 @@ public final class RpcClient {
                 .channelType(RdmaChannel.class)
                 .eventLoopGroup(group)
                 .usePlaintext()
+                .maxInboundMessageSize(MAX_MESSAGE_SIZE)
                 .build();
     }
 

@@ -48,6 +48,7 @@ public final class RpcServer {
                     .channelType(RdmaServerChannel.class)
                     .bossEventLoopGroup(boss)
                     .workerEventLoopGroup(workers)
+                    .maxInboundMessageSize(RpcClient.MAX_MESSAGE_SIZE)
                     .addService(EchoService.definition())
                     .build()
                     .start();
