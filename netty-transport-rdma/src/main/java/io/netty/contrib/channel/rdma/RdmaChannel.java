@@ -618,7 +618,7 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
             if (handle == null) {
                 handle = unsafe().recvBufAllocHandle();
                 handle.reset(config);
-                return config.isAutoRead() || readPending;
+                return wantsData();
             }
             return handle.continueReading();
         }
@@ -685,13 +685,23 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
             // Re-post the receives just freed and return their credit now: no completion may come to do it.
             connection.flushReceives();
         }
-        if (c.hasPending() && isActive() && !inputShutdown && (config.isAutoRead() || readPending)) {
+        if (c.hasPending() && isActive() && !inputShutdown && wantsData()) {
             // maxMessagesPerRead reached: give other channels a turn, then go on.
             scheduleRead();
         } else if (peerGone && !c.hasPending()) {
             // Everything the peer sent before it left has been read.
             closeOnPeerGone();
         }
+    }
+
+    /**
+     * Whether to deliver what has arrived: when auto-read is on, a read() is pending, or the peer is gone. What a
+     * departed peer sent is delivered without waiting for read() (one message per read as configured), then the
+     * channel closes: its close is detected even by an application that does not read, as epoll does on
+     * EPOLLRDHUP.
+     */
+    private boolean wantsData() {
+        return config.isAutoRead() || readPending || peerGone;
     }
 
     private void scheduleRead() {

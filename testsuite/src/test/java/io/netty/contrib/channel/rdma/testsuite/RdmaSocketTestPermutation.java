@@ -44,6 +44,10 @@ final class RdmaSocketTestPermutation {
         });
     }
 
+    List<BootstrapFactory<ServerBootstrap>> server() {
+        return List.of(() -> new ServerBootstrap().group(serverGroup).channel(RdmaServerChannel.class));
+    }
+
     List<BootstrapFactory<Bootstrap>> client() {
         return List.of(() -> new Bootstrap().group(clientGroup).channel(RdmaChannel.class));
     }

@@ -6,14 +6,17 @@ package io.netty.contrib.channel.rdma.internal.protocol;
  * early slice and free a later one), while ring space can only be handed back in order: a write's space is
  * returned once it and every write before it are released.
  *
- * <p>Loop-thread confined. At most {@code capacity} writes may be outstanding (unreleased); the writer cannot
- * exceed it because every write also consumes one of the receive credits this side granted.
+ * <p>Loop-thread confined. There is room for {@code capacity} outstanding (unreleased) writes at first, and more
+ * when a reader holds more: a write's receive credit comes back once its completion is consumed, its ring bytes
+ * only once it is released. The ring bounds them: an outstanding write holds at least {@link Immediate#ALIGNMENT}
+ * bytes, so more than {@code ringSize / ALIGNMENT} of them is a protocol violation.
  */
 public final class RingReleases {
     private final long ringSize;
-    private final long[] spans;      // aligned length + skipped tail of each outstanding write
-    private final boolean[] released;
-    private final int mask;
+    private final long maxOutstanding;
+    private long[] spans;            // aligned length + skipped tail of each outstanding write
+    private boolean[] released;
+    private int mask;
     private long head;               // sequence of the oldest outstanding write
     private long next;               // sequence the next write gets
     private long position;           // ring offset the next write without WRAP lands at
@@ -31,6 +34,7 @@ public final class RingReleases {
         }
         int size = Integer.highestOneBit(capacity - 1 | 1) << 1;
         this.ringSize = ringSize;
+        this.maxOutstanding = ringSize / Immediate.ALIGNMENT;
         this.spans = new long[size];
         this.released = new boolean[size];
         this.mask = size - 1;
@@ -49,7 +53,11 @@ public final class RingReleases {
             throw new ProtocolException("ring write of length 0");
         }
         if (next - head > mask) {
-            throw new ProtocolException("peer has more than " + (mask + 1) + " ring writes outstanding");
+            if (next - head >= maxOutstanding) {
+                throw new ProtocolException("peer has more than " + maxOutstanding
+                        + " ring writes outstanding: more than its " + ringSize + "-byte ring can hold");
+            }
+            grow();
         }
         long aligned = Immediate.alignedLength(length);
         long skipped = 0;
@@ -69,6 +77,20 @@ public final class RingReleases {
         position = offset + aligned;
         lastOffset = offset;
         return next++;
+    }
+
+    /** Doubles the room for outstanding writes (a reader holds more than there was room for). */
+    private void grow() {
+        int size = spans.length * 2;
+        long[] newSpans = new long[size];
+        boolean[] newReleased = new boolean[size];
+        for (long s = head; s < next; s++) {
+            newSpans[(int) s & (size - 1)] = spans[(int) s & mask];
+            newReleased[(int) s & (size - 1)] = released[(int) s & mask];
+        }
+        spans = newSpans;
+        released = newReleased;
+        mask = size - 1;
     }
 
     public long lastOffset() {

@@ -17,8 +17,9 @@ import java.nio.charset.StandardCharsets;
 import java.util.concurrent.TimeUnit;
 
 /**
- * The server half of {@link TwoProcessEchoTest}, run in its own JVM: echoes every connection, prints
- * {@code PORT <n>} once listening, and shuts down cleanly (exit code 0) when its standard input closes.
+ * The server half of the cross-process echo tests, run in its own JVM ({@code EchoServerProcess [ADDRESS]},
+ * 127.0.0.1 by default): echoes every connection, prints {@code PORT <n>} once listening, and shuts down cleanly
+ * (exit code 0) when its standard input closes.
  */
 public final class EchoServerProcess {
     private EchoServerProcess() {
@@ -43,7 +44,7 @@ public final class EchoServerProcess {
                                 }
                             });
                         }
-                    }).bind("127.0.0.1", 0).sync().channel();
+                    }).bind(args.length > 0 ? args[0] : "127.0.0.1", 0).sync().channel();
             System.out.println("PORT " + ((java.net.InetSocketAddress) server.localAddress()).getPort());
             System.out.flush();
             BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
