@@ -70,6 +70,15 @@ public final class RdmaByteBufAllocator extends AbstractByteBufAllocator
         pool = new RegisteredMemoryPool(registrar, chunkSize, maxPooledCapacity, maxEmptyChunks);
     }
 
+    /**
+     * The allocator the RDMA channels use by default: the one of the first RDMA device. Hand it to frameworks that
+     * set an allocator of their own on every channel (gRPC: {@code withChildOption(ChannelOption.ALLOCATOR, ...)}),
+     * or their writes are copied once into registered memory. It is closed when the last RDMA event loop stops.
+     */
+    public static RdmaByteBufAllocator defaultAllocator() {
+        return RdmaDevices.defaultAllocator();
+    }
+
     private static void checkPowerOfTwo(int value, String name, int min, int max) {
         checkPositive(value, name);
         if (Integer.bitCount(value) != 1 || value < min || value > max) {
