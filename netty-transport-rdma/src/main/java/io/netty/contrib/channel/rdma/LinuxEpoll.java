@@ -136,7 +136,7 @@ final class LinuxEpoll implements AutoCloseable {
         }
         for (int i = 0; i < n; i++) {
             if (readyToken(i) == eventFd) {
-                invoke(READ, errnoState, eventFd, drain, 8L);
+                drainEventFd();
             }
         }
         return n;
@@ -146,7 +146,17 @@ final class LinuxEpoll implements AutoCloseable {
         if (index >= ready) {
             throw new IndexOutOfBoundsException(index);
         }
-        return (long) DATA.get(events.asSlice(index * EPOLL_EVENT.byteSize(), EPOLL_EVENT.byteSize()), 0L);
+        return (long) DATA.get(events, index * EPOLL_EVENT.byteSize());
+    }
+
+    /** Reads the eventfd's counter back to 0 (non-blocking; nothing to read is fine). Allocation-free. */
+    private void drainEventFd() {
+        try {
+            long n = (long) READ.invokeExact(errnoState, eventFd, drain, 8L);
+            assert n == 8 || (int) ERRNO.get(errnoState, 0L) == EAGAIN;
+        } catch (Throwable t) {
+            throw new IllegalStateException(t);
+        }
     }
 
     /** Makes a blocked {@link #await(int)} return. Any thread. */

@@ -764,7 +764,8 @@ final class RdmaConnection {
         ByteBuf held;
         long address;
         if (lkey != RegisteredBuffer.NOT_REGISTERED) {
-            held = buf.retainedSlice(buf.readerIndex(), length);
+            // The buffer itself, not a slice of it: a reference keeps its memory where it is, and allocates nothing.
+            held = buf.retain();
             address = buf.memoryAddress() + buf.readerIndex();
         } else {
             // Heap, composite or foreign memory: one copy into this device's registered pool.

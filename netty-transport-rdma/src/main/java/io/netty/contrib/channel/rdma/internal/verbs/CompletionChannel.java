@@ -6,6 +6,7 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 
 import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 /**
  * A completion event channel ({@code struct ibv_comp_channel}): its fd becomes readable when an armed CQ gets a
@@ -17,6 +18,7 @@ public final class CompletionChannel extends NativeObject {
     private final MemorySegment cqOut = arena.allocate(ADDRESS);
     private final MemorySegment cqContextOut = arena.allocate(ADDRESS);
     private final Map<Long, CompletionQueue> cqs = new ConcurrentHashMap<>();
+    private volatile CompletionQueue lastCq;
 
     CompletionChannel(MemorySegment channel, VerbsContext context) {
         super("CompletionChannel", channel.reinterpret(IbvCompChannel.SIZE), context);
@@ -54,7 +56,13 @@ public final class CompletionChannel extends NativeObject {
         } catch (Throwable t) {
             throw LibIbverbs.rethrow(t);
         }
-        CompletionQueue cq = cqs.get(cqOut.get(ADDRESS, 0).address());
+        long address = cqOut.get(JAVA_LONG, 0);
+        CompletionQueue cq = lastCq;
+        if (cq == null || cq.address() != address) {
+            // One CQ per channel is the usual case: look it up (boxing the key) only when it changes.
+            cq = cqs.get(address);
+            lastCq = cq;
+        }
         if (cq == null) {
             throw new IllegalStateException("ibv_get_cq_event returned a CQ this channel does not know");
         }
@@ -67,6 +75,9 @@ public final class CompletionChannel extends NativeObject {
     }
 
     void unregister(CompletionQueue cq) {
+        if (lastCq == cq) {
+            lastCq = null;
+        }
         cqs.remove(cq.address());
     }
 
