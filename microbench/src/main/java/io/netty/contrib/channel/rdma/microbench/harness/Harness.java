@@ -125,9 +125,12 @@ public final class Harness {
         Process serverProcess = new ProcessBuilder(server).redirectError(ProcessBuilder.Redirect.INHERIT).start();
         try {
             BufferedReader serverOut = reader(serverProcess.getInputStream());
-            String ready = readLine(serverOut, serverProcess, 60);
-            if (ready == null || !ready.startsWith("ready ")) {
-                throw new IOException("server did not start: " + ready);
+            String ready;
+            while ((ready = readLine(serverOut, serverProcess, 60)) != null && !ready.startsWith("ready ")) {
+                System.err.println(ready); // the JVM's own output, e.g. -Xlog or JFR
+            }
+            if (ready == null) {
+                throw new IOException("server did not start within 60 s");
             }
             String[] ports = ready.split(" ");
             List<String> client = java(transport, BenchClient.class);

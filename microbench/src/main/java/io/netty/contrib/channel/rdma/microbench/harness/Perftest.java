@@ -75,8 +75,19 @@ final class Perftest {
                 new Result("verbs", program, size, qps, "throughput_bytes", bytesPerSecond / 1e9, "GB/s"));
     }
 
-    /** Runs server and client; returns the numbers of the client's result line. */
+    /** Runs server and client (again once if that fails); returns the numbers of the client's result line. */
     private String[] run(String program, int size, int qps, String... extra) throws IOException,
+            InterruptedException {
+        try {
+            return runOnce(program, size, qps, extra);
+        } catch (IOException e) {
+            System.err.println(e.getMessage() + "\ntrying once more");
+            Thread.sleep(2000);
+            return runOnce(program, size, qps, extra);
+        }
+    }
+
+    private String[] runOnce(String program, int size, int qps, String... extra) throws IOException,
             InterruptedException {
         int port = freePort();
         List<String> common = new ArrayList<>(List.of(program, "-d", DEVICE, "-x", "0", "-F",
