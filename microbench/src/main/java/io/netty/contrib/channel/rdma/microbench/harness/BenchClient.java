@@ -136,7 +136,9 @@ public final class BenchClient {
         Histogram histogram = new Histogram(MAX_RTT_NANOS, 3);
         long[] serverBefore = control.stats();
         long clientBefore = loopThreads.allocatedBytes();
+        long clientSleepsBefore = loopThreads.sleeps();
         long echoes = pingPong.run(histogram, settings.latencyNanos(), settings.latencyMaxCount);
+        long clientSleepsAfter = loopThreads.sleeps();
         long clientAfter = loopThreads.allocatedBytes();
         long[] serverAfter = control.stats();
 
@@ -146,6 +148,12 @@ public final class BenchClient {
         result(size, 1, "echoes", echoes, "count");
         result(size, 1, "heap_per_echo_server", (double) (serverAfter[0] - serverBefore[0]) / echoes, "B");
         result(size, 1, "heap_per_echo_client", (double) (clientAfter - clientBefore) / echoes, "B");
+        if (serverBefore[4] >= 0 && clientSleepsBefore >= 0) {
+            result(size, 1, "loop_sleeps_per_echo_server", (double) (serverAfter[4] - serverBefore[4]) / echoes,
+                    "count");
+            result(size, 1, "loop_sleeps_per_echo_client", (double) (clientSleepsAfter - clientSleepsBefore) / echoes,
+                    "count");
+        }
     }
 
     /** Sends a message, waits for all of its bytes to come back, sends it again. */
@@ -401,7 +409,10 @@ public final class BenchClient {
             w = new PrintWriter(socket.getOutputStream(), true, StandardCharsets.US_ASCII);
         }
 
-        /** Server loop threads' allocated bytes, their CPU nanos, the process's CPU nanos, the server's clock. */
+        /**
+         * Server loop threads' allocated bytes, their CPU nanos, the process's CPU nanos, the server's clock, how
+         * often the loop threads slept (-1: unknown).
+         */
         long[] stats() throws IOException {
             w.println("stats");
             String line = in.readLine();
