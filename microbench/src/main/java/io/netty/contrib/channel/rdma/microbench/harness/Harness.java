@@ -42,6 +42,8 @@ public final class Harness {
     private final List<String> jvmArgs;
     private final List<Result> results = new ArrayList<>();
     private final List<String> failures = new ArrayList<>();
+    /** The 1-minute load average as each transport started: how quiet the machine was for its rows. */
+    private final List<String> loads = new ArrayList<>();
 
     private Harness(String[] args) {
         List<String> rest = new ArrayList<>();
@@ -97,7 +99,12 @@ public final class Harness {
         System.err.printf("benchmark on %d cores (%s), load average %s%n", machine.cores(), machine.cpu(),
                 machine.loadBefore());
         for (String t : transports) {
-            System.err.println("== " + t);
+            double load = Machine.loadAverage1();
+            System.err.println("== " + t + " (load average " + load + ")");
+            loads.add(t + " " + load);
+            results.add(t.equals("verbs") ? new Result("verbs", "perftest", 0, 0, "load_average_1min", load, "threads")
+                    : new Result(Transport.of(t).transport, Transport.of(t).mode, 0, 0, "load_average_1min", load,
+                            "threads"));
             try {
                 if (t.equals("verbs")) {
                     verbs();
@@ -263,12 +270,12 @@ public final class Harness {
         String tables = Report.tables(r);
         Files.createDirectories(out);
         Files.writeString(out.resolve("results.json"), Result.toJson(results));
-        Files.writeString(out.resolve("results.md"), "## Results\n\n" + machineText(machine) + "\n" + tables);
+        Files.writeString(out.resolve("results.md"), "## Results\n\n" + machineText(machine, loads) + "\n" + tables);
         Path chart = out.resolve("benchmarks.png");
         Chart.write(r, String.format(Locale.ROOT, "%d cores, %s, %s, %s, %s%s", machine.cores(), machine.cpu(),
                 machine.kernel(), machine.jdk(), machine.date(), quick ? ", --quick" : ""), chart);
         if (page != null) {
-            Files.writeString(page, Page.text(machine, quick, failures, chartLink(chart), tables));
+            Files.writeString(page, Page.text(machineText(machine, loads), quick, failures, chartLink(chart), tables));
         }
         System.out.println(tables);
         System.err.println("wrote " + out.resolve("results.json") + ", " + out.resolve("results.md") + ", " + chart
@@ -280,7 +287,7 @@ public final class Harness {
         return base.relativize(chart.toAbsolutePath()).toString();
     }
 
-    static String machineText(Machine m) {
+    static String machineText(Machine m, List<String> loads) {
         return String.format(Locale.ROOT, """
                 | machine | |
                 | --- | --- |
@@ -291,6 +298,8 @@ public final class Harness {
                 | Netty | %s |
                 | date | %s |
                 | load average before / after (1, 5, 15 min) | %s / %s |
-                """, m.cores(), m.cpu(), m.kernel(), m.jdk(), m.netty(), m.date(), m.loadBefore(), m.loadAfter());
+                | 1-min load average as each transport started | %s |
+                """, m.cores(), m.cpu(), m.kernel(), m.jdk(), m.netty(), m.date(), m.loadBefore(), m.loadAfter(),
+                String.join(", ", loads));
     }
 }

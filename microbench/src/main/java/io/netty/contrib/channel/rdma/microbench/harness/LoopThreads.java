@@ -4,13 +4,9 @@ import io.netty.util.concurrent.DefaultThreadFactory;
 
 import java.io.IOException;
 import java.lang.management.ManagementFactory;
-import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
-import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
-import java.util.HashSet;
 import java.util.List;
-import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ThreadFactory;
 
@@ -24,11 +20,9 @@ final class LoopThreads implements ThreadFactory {
     private static final com.sun.management.OperatingSystemMXBean OS =
             (com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();
 
-    /** Linux keeps this many characters of a thread's name ({@code /proc/.../comm}). */
-    private static final int COMM_LENGTH = 15;
-
     private final ThreadFactory delegate;
     private final List<Thread> threads = new CopyOnWriteArrayList<>();
+    private final List<Path> tasks = new CopyOnWriteArrayList<>();
 
     LoopThreads(String name) {
         delegate = new DefaultThreadFactory(name);
@@ -36,7 +30,16 @@ final class LoopThreads implements ThreadFactory {
 
     @Override
     public Thread newThread(Runnable r) {
-        Thread t = delegate.newThread(r);
+        Thread t = delegate.newThread(() -> {
+            // The loop's own /proc entry. Not found by name: threads the RDMA libraries start from a loop thread
+            // inherit its name.
+            try {
+                tasks.add(Path.of("/proc").resolve(Files.readSymbolicLink(Path.of("/proc/thread-self"))));
+            } catch (IOException | UnsupportedOperationException e) {
+                // no /proc: sleeps() says -1
+            }
+            r.run();
+        });
         threads.add(t);
         return t;
     }
@@ -64,31 +67,19 @@ final class LoopThreads implements ThreadFactory {
      * blocking wait that a wakeup had to end. -1 where {@code /proc} cannot tell.
      */
     long sleeps() {
-        Set<String> names = new HashSet<>();
-        for (Thread t : threads) {
-            String name = t.getName();
-            names.add(name.length() > COMM_LENGTH ? name.substring(0, COMM_LENGTH) : name);
-        }
         long sum = 0;
-        try (DirectoryStream<Path> tasks = Files.newDirectoryStream(Path.of("/proc/self/task"))) {
-            for (Path task : tasks) {
-                try {
-                    if (!names.contains(Files.readString(task.resolve("comm")).trim())) {
-                        continue;
+        for (Path task : tasks) {
+            try {
+                for (String line : Files.readAllLines(task.resolve("status"))) {
+                    if (line.startsWith("voluntary_ctxt_switches:")) {
+                        sum += Long.parseLong(line.substring(line.indexOf(':') + 1).trim());
                     }
-                    for (String line : Files.readAllLines(task.resolve("status"))) {
-                        if (line.startsWith("voluntary_ctxt_switches:")) {
-                            sum += Long.parseLong(line.substring(line.indexOf(':') + 1).trim());
-                        }
-                    }
-                } catch (NoSuchFileException gone) {
-                    // a thread that just ended
                 }
+            } catch (IOException | RuntimeException e) {
+                return -1;
             }
-        } catch (IOException | RuntimeException e) {
-            return -1;
         }
-        return sum;
+        return tasks.isEmpty() ? -1 : sum;
     }
 
     /** CPU nanoseconds this whole process used so far (every thread: loops, the software device, GC, JIT). */

@@ -40,6 +40,15 @@ record Machine(int cores, String cpu, String kernel, String jdk, String netty, S
         }
     }
 
+    /** The 1-minute load average, or -1 if unknown. */
+    static double loadAverage1() {
+        try {
+            return Double.parseDouble(Files.readString(Path.of("/proc/loadavg")).trim().split("\\s+")[0]);
+        } catch (IOException | RuntimeException e) {
+            return -1;
+        }
+    }
+
     private static String cpuModel() {
         try {
             List<String> lines = Files.readAllLines(Path.of("/proc/cpuinfo"));

@@ -7,7 +7,7 @@ final class Page {
     private Page() {
     }
 
-    static String text(Machine machine, boolean quick, List<String> failures, String chart, String tables) {
+    static String text(String machine, boolean quick, List<String> failures, String chart, String tables) {
         StringBuilder b = new StringBuilder();
         b.append("""
                 # Benchmarks
@@ -37,7 +37,7 @@ final class Page {
                 Loopback on a shared 2-core VM is noisy: compare rows of one run, not runs of different days.
 
                 """);
-        b.append("## Machine\n\n").append(Harness.machineText(machine));
+        b.append("## Machine\n\n").append(machine);
         if (quick) {
             b.append("\nThis run used `--quick`: shorter warm-ups and measurements.\n");
         }
