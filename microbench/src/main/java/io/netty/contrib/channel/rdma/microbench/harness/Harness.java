@@ -230,7 +230,9 @@ public final class Harness {
             int seconds = (int) Math.max(1, Math.round(settings.throughput));
             for (int size : settings.sizes) {
                 System.err.printf(Locale.ROOT, "verbs: ib_send_lat %d B%n", size);
-                results.addAll(perftest.latency(size));
+                results.addAll(perftest.latency(size, false));
+                System.err.printf(Locale.ROOT, "verbs: ib_send_lat -e %d B%n", size);
+                results.addAll(perftest.latency(size, true));
             }
             for (int connections : settings.connections) {
                 for (int size : settings.sizes) {

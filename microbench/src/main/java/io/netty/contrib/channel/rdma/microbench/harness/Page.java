@@ -26,7 +26,8 @@ final class Page {
                   *busy-poll* (`RdmaIoHandlerConfig.spinning()`). Default channel options.
                 - **raw verbs**: rdma-core's perftest on the same device and the same libraries, the floor:
                   `ib_send_lat` (reports half round trips; doubled here), `ib_send_bw` and `ib_write_bw`
-                  (`-q N` queue pairs for N connections). perftest busy-polls.
+                  (`-q N` queue pairs for N connections), busy-polling; and `ib_send_lat -e`, which waits for
+                  completion events as the adaptive loop does once it has blocked.
                 - **Netty epoll** and **Netty NIO** over TCP loopback, the same Netty version, the same handlers.
 
                 Echo: the client writes one message, the server writes back what it reads, the client waits for

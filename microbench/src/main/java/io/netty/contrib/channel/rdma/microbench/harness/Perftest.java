@@ -16,7 +16,8 @@ import java.util.concurrent.TimeUnit;
  * Java side loads. perftest busy-polls its completion queues.
  *
  * <p>{@code ib_send_lat} reports half round trips (its "rtt factor" is 2 for SEND): the rows here are doubled
- * into round trips, comparable to the echo. Bandwidth comes in MiB/s.
+ * into round trips, comparable to the echo. Bandwidth comes in MiB/s. Latency runs both busy-polling (the floor
+ * of a busy-poll loop) and with {@code -e} (completion events: what an adaptive loop pays once it blocks).
  */
 final class Perftest {
     private static final String DEVICE = "softrdma0";
@@ -43,26 +44,31 @@ final class Perftest {
         return false;
     }
 
-    /** {@code ib_send_lat}: echo round trips of one SEND each way. */
-    List<Result> latency(int size) throws IOException, InterruptedException {
+    /**
+     * {@code ib_send_lat}: echo round trips of one SEND each way, busy-polling, or with {@code events} waiting for
+     * completion events ({@code -e}) as an adaptive loop does once it blocks.
+     */
+    List<Result> latency(int size, boolean events) throws IOException, InterruptedException {
         int iterations = size <= 4096 ? 20_000 : size <= 65536 ? 5_000 : 1_000;
-        if (quick) {
+        if (quick || events) {
             iterations /= 4;
         }
-        String[] values = run("ib_send_lat", size, 1, "-n", Integer.toString(iterations));
+        String mode = events ? "ib_send_lat-events" : "ib_send_lat";
+        String[] values = events ? run("ib_send_lat", size, 1, "-n", Integer.toString(iterations), "-e")
+                : run("ib_send_lat", size, 1, "-n", Integer.toString(iterations));
         // #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% [99.9%]
         List<Result> results = new ArrayList<>();
-        results.add(latencyRow(size, "rtt_p50", values[4]));
-        results.add(latencyRow(size, "rtt_p99", values[7]));
+        results.add(latencyRow(mode, size, "rtt_p50", values[4]));
+        results.add(latencyRow(mode, size, "rtt_p99", values[7]));
         if (values.length > 8) {
-            results.add(latencyRow(size, "rtt_p99_9", values[8]));
+            results.add(latencyRow(mode, size, "rtt_p99_9", values[8]));
         }
-        results.add(new Result("verbs", "ib_send_lat", size, 1, "echoes", iterations, "count"));
+        results.add(new Result("verbs", mode, size, 1, "echoes", iterations, "count"));
         return results;
     }
 
-    private static Result latencyRow(int size, String metric, String halfRoundTrip) {
-        return new Result("verbs", "ib_send_lat", size, 1, metric, 2 * Double.parseDouble(halfRoundTrip), "us");
+    private static Result latencyRow(String mode, int size, String metric, String halfRoundTrip) {
+        return new Result("verbs", mode, size, 1, metric, 2 * Double.parseDouble(halfRoundTrip), "us");
     }
 
     /** {@code program} ({@code ib_send_bw} or {@code ib_write_bw}) for {@code seconds} over {@code qps} QPs. */

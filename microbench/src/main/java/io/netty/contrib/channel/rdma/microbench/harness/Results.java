@@ -13,12 +13,15 @@ final class Results {
     static final Series RDMA_ADAPTIVE = new Series("rdma", "adaptive", "RdmaChannel (adaptive)");
     static final Series RDMA_BUSY_POLL = new Series("rdma", "busy-poll", "RdmaChannel (busy-poll)");
     static final Series VERBS_SEND_LAT = new Series("verbs", "ib_send_lat", "raw verbs (ib_send_lat)");
+    static final Series VERBS_SEND_LAT_EVENTS = new Series("verbs", "ib_send_lat-events",
+            "raw verbs (ib_send_lat -e)");
     static final Series VERBS_SEND_BW = new Series("verbs", "ib_send_bw", "raw verbs (ib_send_bw)");
     static final Series VERBS_WRITE_BW = new Series("verbs", "ib_write_bw", "raw verbs (ib_write_bw)");
     static final Series EPOLL = new Series("epoll", "tcp", "Netty epoll (TCP)");
     static final Series NIO = new Series("nio", "tcp", "Netty NIO (TCP)");
 
-    static final List<Series> LATENCY = List.of(RDMA_ADAPTIVE, RDMA_BUSY_POLL, VERBS_SEND_LAT, EPOLL, NIO);
+    static final List<Series> LATENCY = List.of(RDMA_ADAPTIVE, RDMA_BUSY_POLL, VERBS_SEND_LAT, VERBS_SEND_LAT_EVENTS,
+            EPOLL, NIO);
     static final List<Series> THROUGHPUT = List.of(RDMA_ADAPTIVE, RDMA_BUSY_POLL, VERBS_SEND_BW, VERBS_WRITE_BW,
             EPOLL, NIO);
     static final List<Series> RDMA = List.of(RDMA_ADAPTIVE, RDMA_BUSY_POLL);
