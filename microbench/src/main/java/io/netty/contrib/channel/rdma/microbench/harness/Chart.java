@@ -11,6 +11,8 @@ import java.awt.Graphics2D;
 import java.awt.RenderingHints;
 import java.awt.image.BufferedImage;
 import java.io.IOException;
+import java.math.BigDecimal;
+import java.math.MathContext;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -223,6 +225,6 @@ final class Chart {
         if (v >= 1) {
             return String.format(Locale.ROOT, "%,.0f", v);
         }
-        return String.format(Locale.ROOT, "%s", (float) v);
+        return BigDecimal.valueOf(v).round(new MathContext(2)).stripTrailingZeros().toPlainString();
     }
 }
