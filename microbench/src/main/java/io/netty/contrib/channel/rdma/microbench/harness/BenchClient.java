@@ -138,7 +138,9 @@ public final class BenchClient {
         long[] serverBefore = control.stats();
         long clientBefore = loopThreads.allocatedBytes();
         long clientSleepsBefore = loopThreads.sleeps();
+        long clientCpuBefore = loopThreads.cpuNanos();
         long echoes = pingPong.run(histogram, settings.latencyNanos(), settings.latencyMaxCount);
+        long clientCpuAfter = loopThreads.cpuNanos();
         long clientSleepsAfter = loopThreads.sleeps();
         long clientAfter = loopThreads.allocatedBytes();
         long[] serverAfter = control.stats();
@@ -149,6 +151,8 @@ public final class BenchClient {
         result(size, 1, "echoes", echoes, "count");
         result(size, 1, "heap_per_echo_server", (double) (serverAfter[0] - serverBefore[0]) / echoes, "B");
         result(size, 1, "heap_per_echo_client", (double) (clientAfter - clientBefore) / echoes, "B");
+        result(size, 1, "cpu_per_echo_server", (serverAfter[1] - serverBefore[1]) / 1e3 / echoes, "us");
+        result(size, 1, "cpu_per_echo_client", (clientCpuAfter - clientCpuBefore) / 1e3 / echoes, "us");
         if (serverBefore[4] >= 0 && clientSleepsBefore >= 0) {
             result(size, 1, "loop_sleeps_per_echo_server", (double) (serverAfter[4] - serverBefore[4]) / echoes,
                     "count");

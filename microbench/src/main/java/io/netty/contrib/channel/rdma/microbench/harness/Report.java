@@ -37,11 +37,12 @@ final class Report {
         b.append("### Echo round trip\n\n");
         b.append("One message in flight on one connection; microseconds from write to the last byte of the echo."
                 + " Heap: bytes allocated per echo by the event loop threads of the server and of the client."
-                + " Sleeps: how often per echo the loop threads of server / client blocked and had to be woken"
-                + " (voluntary context switches).\n\n");
+                + " CPU: microseconds of CPU the loop threads of server / client used per echo (a busy-polling"
+                + " loop uses all it gets). Sleeps: how often per echo the loop threads of server / client blocked"
+                + " and had to be woken (voluntary context switches).\n\n");
         row("transport", "size", "p50 (µs)", "p99 (µs)", "p99.9 (µs)", "echoes", "heap/echo server (B)",
-                "heap/echo client (B)", "sleeps/echo");
-        row("---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:");
+                "heap/echo client (B)", "CPU/echo (µs)", "sleeps/echo");
+        row("---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:");
         for (Series s : Results.LATENCY) {
             for (int size : r.sizes()) {
                 Double p50 = r.get(s, size, 1, "rtt_p50");
@@ -51,6 +52,7 @@ final class Report {
                 row(s.label(), sizeName(size), num(p50), num(r.get(s, size, 1, "rtt_p99")),
                         num(r.get(s, size, 1, "rtt_p99_9")), count(r.get(s, size, 1, "echoes")),
                         num(r.get(s, size, 1, "heap_per_echo_server")), num(r.get(s, size, 1, "heap_per_echo_client")),
+                        pair(r.get(s, size, 1, "cpu_per_echo_server"), r.get(s, size, 1, "cpu_per_echo_client")),
                         sleeps(r.get(s, size, 1, "loop_sleeps_per_echo_server"),
                                 r.get(s, size, 1, "loop_sleeps_per_echo_client")));
             }
@@ -236,6 +238,10 @@ final class Report {
 
     private static String num(double v) {
         return num(Double.valueOf(v));
+    }
+
+    private static String pair(Double server, Double client) {
+        return server == null || client == null ? "–" : num(server) + " / " + num(client);
     }
 
     private static String sleeps(Double server, Double client) {

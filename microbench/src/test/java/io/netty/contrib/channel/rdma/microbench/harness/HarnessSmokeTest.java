@@ -69,7 +69,7 @@ class HarnessSmokeTest {
         List<String> rows = new ArrayList<>();
         for (int size : SIZES) {
             for (String metric : List.of("rtt_p50", "rtt_p99", "rtt_p99_9", "echoes", "heap_per_echo_server",
-                    "heap_per_echo_client")) {
+                    "heap_per_echo_client", "cpu_per_echo_server", "cpu_per_echo_client")) {
                 rows.add(series + "/" + size + "/1/" + metric);
             }
             for (int c : CONNECTIONS) {
