@@ -26,7 +26,9 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * Allocate-and-release of one direct buffer: {@link RdmaByteBufAllocator} (over a registrar that registers
- * nothing, so no device is needed) against Netty's pooled and adaptive allocators, one thread and two contending.
+ * nothing, so no device is needed) against Netty's pooled and adaptive allocators, one thread and
+ * {@value #CONTENDING} contending (more than the cores of a small machine, so threads are also preempted while
+ * they hold the allocator's locks).
  * JMH's worker threads are not event-loop threads, so the plain benchmarks measure each allocator's shared path;
  * the {@code OnEventLoop} ones run batches on a Netty executor thread, where thread caches and object recycling
  * apply, as on the transport's data path. Run with {@code -prof gc} to see the garbage per operation.
@@ -34,8 +36,8 @@ import java.util.concurrent.TimeUnit;
 @State(Scope.Benchmark)
 @BenchmarkMode(Mode.AverageTime)
 @OutputTimeUnit(TimeUnit.NANOSECONDS)
-@Warmup(iterations = 5, time = 1)
-@Measurement(iterations = 5, time = 1)
+@Warmup(iterations = 3, time = 1)
+@Measurement(iterations = 3, time = 1)
 @Fork(value = 1, jvmArgsAppend = "--enable-native-access=ALL-UNNAMED")
 public class AllocatorBenchmark {
 
@@ -77,6 +79,7 @@ public class AllocatorBenchmark {
     }
 
     private static final int BATCH = 1024;
+    static final int CONTENDING = 4;
 
     /** A Netty executor thread (a FastThreadLocalThread) per JMH thread. */
     @State(Scope.Thread)
@@ -100,7 +103,7 @@ public class AllocatorBenchmark {
     }
 
     @Benchmark
-    @Threads(2)
+    @Threads(CONTENDING)
     public int allocateAndReleaseContended() {
         return cycle();
     }
@@ -112,7 +115,7 @@ public class AllocatorBenchmark {
     }
 
     @Benchmark
-    @Threads(2)
+    @Threads(CONTENDING)
     @OperationsPerInvocation(BATCH)
     public int allocateAndReleaseOnEventLoopContended(EventLoop loop) throws Exception {
         return loop.executor.submit(this::batch).get();

@@ -1,0 +1,84 @@
+package io.netty.contrib.channel.rdma.microbench.harness;
+
+import io.netty.channel.IoHandlerFactory;
+import io.netty.channel.ServerChannel;
+import io.netty.channel.epoll.Epoll;
+import io.netty.channel.epoll.EpollIoHandler;
+import io.netty.channel.epoll.EpollServerSocketChannel;
+import io.netty.channel.epoll.EpollSocketChannel;
+import io.netty.channel.nio.NioIoHandler;
+import io.netty.channel.socket.SocketChannel;
+import io.netty.channel.socket.nio.NioServerSocketChannel;
+import io.netty.channel.socket.nio.NioSocketChannel;
+import io.netty.contrib.channel.rdma.RdmaChannel;
+import io.netty.contrib.channel.rdma.RdmaIoHandler;
+import io.netty.contrib.channel.rdma.RdmaIoHandlerConfig;
+import io.netty.contrib.channel.rdma.RdmaServerChannel;
+
+/** The Netty transports the harness runs in two JVMs: a name, a mode, and how to build loops and channels. */
+enum Transport {
+    RDMA_ADAPTIVE("rdma", "adaptive"),
+    RDMA_BUSY_POLL("rdma", "busy-poll"),
+    EPOLL("epoll", "tcp"),
+    NIO("nio", "tcp");
+
+    final String transport;
+    final String mode;
+
+    Transport(String transport, String mode) {
+        this.transport = transport;
+        this.mode = mode;
+    }
+
+    /** The name on the command line: {@code rdma}, {@code rdma-busy-poll}, {@code epoll}, {@code nio}. */
+    String key() {
+        return switch (this) {
+            case RDMA_ADAPTIVE -> "rdma";
+            case RDMA_BUSY_POLL -> "rdma-busy-poll";
+            case EPOLL -> "epoll";
+            case NIO -> "nio";
+        };
+    }
+
+    static Transport of(String key) {
+        for (Transport t : values()) {
+            if (t.key().equals(key)) {
+                return t;
+            }
+        }
+        throw new IllegalArgumentException("unknown transport " + key + " (expected rdma, rdma-busy-poll, epoll,"
+                + " nio or verbs)");
+    }
+
+    boolean rdma() {
+        return this == RDMA_ADAPTIVE || this == RDMA_BUSY_POLL;
+    }
+
+    IoHandlerFactory ioHandlerFactory() {
+        return switch (this) {
+            case RDMA_ADAPTIVE -> RdmaIoHandler.newFactory();
+            case RDMA_BUSY_POLL -> RdmaIoHandler.newFactory(RdmaIoHandlerConfig.spinning());
+            case EPOLL -> {
+                Epoll.ensureAvailability();
+                yield EpollIoHandler.newFactory();
+            }
+            case NIO -> NioIoHandler.newFactory();
+        };
+    }
+
+    Class<? extends ServerChannel> serverChannel() {
+        return switch (this) {
+            case RDMA_ADAPTIVE, RDMA_BUSY_POLL -> RdmaServerChannel.class;
+            case EPOLL -> EpollServerSocketChannel.class;
+            case NIO -> NioServerSocketChannel.class;
+        };
+    }
+
+    Class<? extends SocketChannel> channel() {
+        return switch (this) {
+            case RDMA_ADAPTIVE, RDMA_BUSY_POLL -> RdmaChannel.class;
+            case EPOLL -> EpollSocketChannel.class;
+            case NIO -> NioSocketChannel.class;
+        };
+    }
+}
