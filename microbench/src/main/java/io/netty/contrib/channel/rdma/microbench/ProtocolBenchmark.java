@@ -73,8 +73,9 @@ public class ProtocolBenchmark {
 
     @Benchmark
     public int immediateEncodeDecode() {
-        int immediate = Immediate.encode(next() + 1, (counter & 1) != 0);
+        int immediate = Immediate.encode(next() + 1, (counter & 1) != 0, (counter & 2) != 0);
         return Immediate.length(immediate) + (Immediate.wrap(immediate) ? 1 : 0)
+                + (Immediate.generation(immediate) ? 2 : 0)
                 + (int) Immediate.alignedLength(Immediate.length(immediate));
     }
 
