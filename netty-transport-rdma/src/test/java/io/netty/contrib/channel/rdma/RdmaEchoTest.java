@@ -11,6 +11,7 @@ import io.netty.channel.ChannelInitializer;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.channel.socket.SocketChannel;
+import io.netty.contrib.channel.rdma.internal.verbs.TestAddress;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -56,7 +57,7 @@ class RdmaEchoTest {
                             }
                         });
                     }
-                }).bind("127.0.0.1", 0).sync().channel();
+                }).bind(TestAddress.get(), 0).sync().channel();
         int total = 0;
         Random random = new Random(1);
         int[] sizes = {1, 100, 8184, 8185, 9000, 100_000, 1 << 20, 3 << 20};

@@ -16,6 +16,7 @@ import io.netty.contrib.channel.rdma.internal.verbs.ConnParam;
 import io.netty.contrib.channel.rdma.internal.verbs.ProtectionDomain;
 import io.netty.contrib.channel.rdma.internal.verbs.QpInitAttributes;
 import io.netty.contrib.channel.rdma.internal.verbs.QueuePair;
+import io.netty.contrib.channel.rdma.internal.verbs.TestAddress;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -37,7 +38,7 @@ class RdmaProtocolVersionTest {
         EventLoopGroup group = new MultiThreadIoEventLoopGroup(1, RdmaIoHandler.newFactory());
         try {
             Channel server = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
-                    .childHandler(new ChannelInboundHandlerAdapter()).bind("127.0.0.1", 0).sync().channel();
+                    .childHandler(new ChannelInboundHandlerAdapter()).bind(TestAddress.get(), 0).sync().channel();
             InetSocketAddress address = (InetSocketAddress) server.localAddress();
 
             byte[] otherVersion = new byte[ConnectParameters.LENGTH];

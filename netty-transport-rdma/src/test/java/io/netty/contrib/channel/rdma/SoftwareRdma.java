@@ -16,7 +16,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * Runs the transport tests of this JVM on the bundled software RDMA device (unless a library path was chosen
- * explicitly) and reads the device's object counts for leak checks.
+ * explicitly, e.g. the system's rdma-core on the kernel's rxe) and reads the software device's object counts for
+ * leak checks.
  */
 final class SoftwareRdma {
     static final String LIBRARY_PATH = "io.netty.contrib.rdma.libraryPath";
@@ -36,11 +37,22 @@ final class SoftwareRdma {
     static void use() {
     }
 
+    /** Whether the device in use counts its objects (only the software device does). */
+    static boolean hasObjectCounts() {
+        return NativeLibraries.isSoftwareDevice();
+    }
+
+    /** Why there are no object counts here: the reason for skipping a check that needs them. */
+    static String noObjectCounts() {
+        return "device object counts exist only on the software device (softrdma_object_count), this test runs on "
+                + NativeLibraries.description();
+    }
+
     /** {@code softrdma_object_count} of every kind, in this process. */
     static Map<String, Long> objectCounts() {
         MethodHandle count = Linker.nativeLinker().downcallHandle(
                 NativeLibraries.findIbverbs("softrdma_object_count")
-                        .orElseThrow(() -> new AssertionError("softrdma_object_count not found: not the software device")),
+                        .orElseThrow(() -> new AssertionError(noObjectCounts())),
                 FunctionDescriptor.of(JAVA_LONG, ADDRESS));
         Map<String, Long> counts = new LinkedHashMap<>();
         try (Arena arena = Arena.ofConfined()) {

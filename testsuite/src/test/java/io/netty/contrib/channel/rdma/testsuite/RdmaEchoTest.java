@@ -5,11 +5,18 @@ import io.netty.bootstrap.ServerBootstrap;
 import io.netty.testsuite.transport.TestsuitePermutation.BootstrapComboFactory;
 import io.netty.testsuite.transport.socket.SocketEchoTest;
 
+import java.net.InetSocketAddress;
+import java.net.SocketAddress;
 import java.util.List;
 
 class RdmaEchoTest extends SocketEchoTest {
     @Override
     protected List<BootstrapComboFactory<ServerBootstrap, Bootstrap>> newFactories() {
         return RdmaSocketTestPermutation.INSTANCE.socket();
+    }
+
+    @Override
+    protected SocketAddress newSocketAddress() {
+        return new InetSocketAddress(TestAddress.get(), 0);
     }
 }

@@ -8,12 +8,19 @@ import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInfo;
 
+import java.net.InetSocketAddress;
+import java.net.SocketAddress;
 import java.util.List;
 
 class RdmaHalfClosedTest extends SocketHalfClosedTest {
     @Override
     protected List<BootstrapComboFactory<ServerBootstrap, Bootstrap>> newFactories() {
         return RdmaSocketTestPermutation.INSTANCE.socket();
+    }
+
+    @Override
+    protected SocketAddress newSocketAddress() {
+        return new InetSocketAddress(TestAddress.get(), 0);
     }
 
     @Test

@@ -17,7 +17,8 @@ import java.util.List;
  * Netty's socket testsuite on RDMA: server and client both {@link RdmaServerChannel} / {@link RdmaChannel} on
  * separate loop groups, as the epoll and io_uring transports run it. The module's surefire configuration
  * selects the software RDMA device ({@code -Dio.netty.contrib.rdma.libraryPath=bundled}); set the property to
- * another directory to run the same tests on the system's rdma-core.
+ * another directory to run the same tests on the system's rdma-core. Classes that bind {@link TestAddress}
+ * (overriding {@code newSocketAddress()}) also run on devices whose rdma_cm refuses loopback addresses.
  */
 final class RdmaSocketTestPermutation {
     static final RdmaSocketTestPermutation INSTANCE = new RdmaSocketTestPermutation();

@@ -84,9 +84,17 @@ public final class CmId extends NativeObject {
         }
     }
 
-    /** {@code rdma_resolve_route}: completes with {@code ROUTE_RESOLVED} or {@code ROUTE_ERROR}. */
+    /**
+     * {@code rdma_resolve_route}: completes with {@code ROUTE_RESOLVED} or {@code ROUTE_ERROR}. Only after the
+     * address was resolved: rdma-core's librdmacm reads the id's device ({@code cm_id->verbs}) without checking it,
+     * so calling it earlier would crash the process.
+     */
     public void resolveRoute(int timeoutMillis) {
         checkOpen();
+        if (((MemorySegment) RdmaCmId.VERBS.get(pointer, 0L)).address() == 0) {
+            throw new IllegalStateException("rdma_resolve_route before the address was resolved: resolve an address"
+                    + " first");
+        }
         try {
             LibIbverbs.check("rdma_resolve_route",
                     (int) LibRdmacm.RDMA_RESOLVE_ROUTE.invokeExact(Errno.state(), pointer, timeoutMillis));

@@ -162,6 +162,7 @@ public final class QueuePair extends NativeObject {
     public void postSend(SendWorkRequests wrs, int first, int count) {
         checkOpen();
         long head = wrs.chain(first, count);
+        wrs.badWr.set(JAVA_LONG, 0, 0L);
         int rc;
         try {
             rc = (int) ContextOps.POST_SEND.invokeExact(postSendFn, qp, head, wrs.badWr.address());
@@ -180,6 +181,7 @@ public final class QueuePair extends NativeObject {
             throw new IllegalStateException("the QP receives through its shared receive queue: post there");
         }
         long head = wrs.chain(first, count);
+        wrs.badWr.set(JAVA_LONG, 0, 0L);
         int rc;
         try {
             rc = (int) ContextOps.POST_RECV.invokeExact(ContextOps.require(postRecvFn, "post_recv"), qp, head,
@@ -193,8 +195,9 @@ public final class QueuePair extends NativeObject {
     }
 
     static VerbsException postFailure(String call, int rc, int badIndex) {
-        return new VerbsException(call, rc > 0 ? rc : Errno.EINVAL, "work request " + badIndex
-                + " and the ones chained after it were not posted");
+        return new VerbsException(call, rc > 0 ? rc : Errno.EINVAL, badIndex >= 0
+                ? "work request " + badIndex + " and the ones chained after it were not posted"
+                : "the device did not name the refused work request (bad_wr not set)");
     }
 
     @Override

@@ -96,8 +96,13 @@ public final class RecvWorkRequests implements AutoCloseable {
         return base + (long) first * IbvRecvWr.SIZE;
     }
 
+    /** The index of the request at {@code address} (from {@code bad_wr}), or -1 if it is none of these requests. */
     int indexOf(long address) {
-        return (int) ((address - base) / IbvRecvWr.SIZE);
+        long offset = address - base;
+        if (offset < 0 || offset >= (long) capacity * IbvRecvWr.SIZE || offset % IbvRecvWr.SIZE != 0) {
+            return -1;
+        }
+        return (int) (offset / IbvRecvWr.SIZE);
     }
 
     void checkOpen() {

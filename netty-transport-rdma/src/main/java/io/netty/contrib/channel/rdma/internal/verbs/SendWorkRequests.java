@@ -166,9 +166,16 @@ public final class SendWorkRequests implements AutoCloseable {
         return base + (long) first * IbvSendWr.SIZE;
     }
 
-    /** The index of the request at {@code address} (from {@code bad_wr}). */
+    /**
+     * The index of the request at {@code address} (from {@code bad_wr}), or -1 if it is none of these requests:
+     * the kernel's rxe leaves {@code bad_wr} NULL when the kernel refuses the whole post.
+     */
     int indexOf(long address) {
-        return (int) ((address - base) / IbvSendWr.SIZE);
+        long offset = address - base;
+        if (offset < 0 || offset >= (long) capacity * IbvSendWr.SIZE || offset % IbvSendWr.SIZE != 0) {
+            return -1;
+        }
+        return (int) (offset / IbvSendWr.SIZE);
     }
 
     void checkOpen() {

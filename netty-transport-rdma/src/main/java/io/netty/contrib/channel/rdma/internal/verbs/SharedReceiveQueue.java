@@ -50,6 +50,7 @@ public final class SharedReceiveQueue extends NativeObject {
     public void postRecv(RecvWorkRequests wrs, int first, int count) {
         checkOpen();
         long head = wrs.chain(first, count);
+        wrs.badWr.set(JAVA_LONG, 0, 0L);
         int rc;
         try {
             rc = (int) ContextOps.POST_SRQ_RECV.invokeExact(ContextOps.require(postSrqRecvFn, "post_srq_recv"), srq,

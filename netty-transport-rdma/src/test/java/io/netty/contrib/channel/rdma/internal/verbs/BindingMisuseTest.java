@@ -7,7 +7,6 @@ import org.junit.jupiter.api.extension.ExtendWith;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.net.InetAddress;
 import java.net.InetSocketAddress;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -102,9 +101,14 @@ class BindingMisuseTest {
              SendWorkRequests sends = new SendWorkRequests(2, 1)) {
             sends.set(0, 1, IbvWrOpcode.SEND, IbvSendFlags.SIGNALED).sge(0, 0, mr, 0, 16);
             sends.set(1, 2, IbvWrOpcode.SEND, IbvSendFlags.SIGNALED).sge(1, 0, mr, 16, 16);
+            // ibv_post_send(3): bad_wr names the first request not posted. The kernel's rxe refuses the post at
+            // its doorbell and leaves bad_wr NULL (native/tests/README.md); the software device follows the man page.
+            String refused = NativeLibraries.isSoftwareDevice()
+                    ? "work request 0 and the ones chained after it were not posted"
+                    : "(work request 0 and the ones chained after it were not posted"
+                            + "|the device did not name the refused work request \\(bad_wr not set\\))";
             assertThatThrownBy(() -> qp.postSend(sends, 0, 2)).isInstanceOf(VerbsException.class)
-                    .hasMessageStartingWith("ibv_post_send failed: ")
-                    .hasMessageContaining("work request 0 and the ones chained after it were not posted");
+                    .hasMessageMatching("ibv_post_send failed: .*; " + refused);
         } finally {
             mr.close();
         }
@@ -231,12 +235,11 @@ class BindingMisuseTest {
         assertThatThrownBy(id::verbs).isInstanceOf(IllegalStateException.class).hasMessageContaining("not bound");
         assertThatThrownBy(() -> id.bind(InetSocketAddress.createUnresolved("localhost", 1)))
                 .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("unresolved");
-        assertThatThrownBy(() -> id.resolveRoute(1000)).as("route before address").isInstanceOf(VerbsException.class)
-                .hasMessageStartingWith("rdma_resolve_route failed: ");
+        assertThatThrownBy(() -> id.resolveRoute(1000)).as("route before address")
+                .isInstanceOf(IllegalStateException.class).hasMessageContaining("before the address was resolved");
 
         // An id cannot be destroyed while one of its events is not acknowledged (rdma_destroy_id would hang).
-        InetAddress loopback = InetAddress.getLoopbackAddress();
-        id.resolveAddr(null, new InetSocketAddress(loopback, 1), 1000);
+        id.resolveAddr(null, new InetSocketAddress(TestAddress.get(), 1), 1000);
         assertThat(channel.await(10_000)).isTrue();
         CmEvent event = channel.getEvent();
         assertThatThrownBy(id::close).isInstanceOf(IllegalStateException.class)

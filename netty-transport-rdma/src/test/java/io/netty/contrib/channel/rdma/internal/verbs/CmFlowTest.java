@@ -18,15 +18,15 @@ class CmFlowTest {
 
     @Test
     void rejectedConnectionCarriesThePrivateData() {
-        InetAddress loopback = InetAddress.getLoopbackAddress();
+        InetAddress address = TestAddress.get();
         try (CmEventChannel serverChannel = CmEventChannel.create();
              CmEventChannel clientChannel = CmEventChannel.create()) {
             CmId listener = serverChannel.createId();
             listener.setReuseAddress(true);
-            listener.bind(new InetSocketAddress(loopback, 0));
+            listener.bind(new InetSocketAddress(address, 0));
             listener.listen(1);
             CmId client = clientChannel.createId();
-            client.resolveAddr(null, new InetSocketAddress(loopback, listener.localAddress().getPort()),
+            client.resolveAddr(null, new InetSocketAddress(address, listener.localAddress().getPort()),
                     TIMEOUT_MILLIS);
             expect(clientChannel, CmEventType.ADDR_RESOLVED).ack();
             client.resolveRoute(TIMEOUT_MILLIS);
@@ -63,8 +63,7 @@ class CmFlowTest {
             id.migrate(second);
             assertThat(id.channel()).isSameAs(second);
             first.close();
-            InetAddress loopback = InetAddress.getLoopbackAddress();
-            id.resolveAddr(null, new InetSocketAddress(loopback, 4791), TIMEOUT_MILLIS);
+            id.resolveAddr(null, new InetSocketAddress(TestAddress.get(), 4791), TIMEOUT_MILLIS);
             CmEvent event = expect(second, CmEventType.ADDR_RESOLVED);
             assertThat(event.id()).isSameAs(id);
             event.ack();

@@ -2,7 +2,6 @@ package io.netty.contrib.channel.rdma.internal.verbs;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -12,8 +11,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.fail;
 
 /**
- * Two RC queue pairs connected through rdma_cm on 127.0.0.1 (listener on port 0), each side with its own PD, CQ,
- * a registered 64 KiB buffer and reusable work request arrays. Driven from one thread.
+ * Two RC queue pairs connected through rdma_cm on the {@link TestAddress} (listener on port 0), each side with its
+ * own PD, CQ, a registered 64 KiB buffer and reusable work request arrays. Driven from one thread.
  */
 final class ConnectedPair implements AutoCloseable {
     static final int BUFFER_SIZE = 64 * 1024;
@@ -111,8 +110,7 @@ final class ConnectedPair implements AutoCloseable {
         serverChannel = CmEventChannel.create();
         clientChannel = CmEventChannel.create();
         listener = serverChannel.createId();
-        InetAddress loopback = InetAddress.getLoopbackAddress();
-        listener.bind(new InetSocketAddress(loopback, 0));
+        listener.bind(new InetSocketAddress(TestAddress.get(), 0));
         listener.listen(8);
         int port = listener.localAddress().getPort();
         assertThat(port).as("listener port").isPositive();
@@ -120,7 +118,7 @@ final class ConnectedPair implements AutoCloseable {
 
         CmId clientId = clientChannel.createId();
         client.id = clientId;
-        clientId.resolveAddr(null, new InetSocketAddress(loopback, port), TIMEOUT_MILLIS);
+        clientId.resolveAddr(null, new InetSocketAddress(TestAddress.get(), port), TIMEOUT_MILLIS);
         expect(clientChannel, CmEventType.ADDR_RESOLVED).ack();
         clientId.resolveRoute(TIMEOUT_MILLIS);
         expect(clientChannel, CmEventType.ROUTE_RESOLVED).ack();
@@ -144,7 +142,7 @@ final class ConnectedPair implements AutoCloseable {
         expect(serverChannel, CmEventType.ESTABLISHED).ack();
         assertThat(client.qp.queryState()).isEqualTo(IbvQpState.RTS);
         assertThat(server.qp.queryState()).isEqualTo(IbvQpState.RTS);
-        assertThat(serverId.remoteAddress().getAddress()).isEqualTo(loopback);
+        assertThat(serverId.remoteAddress().getAddress()).isEqualTo(TestAddress.get());
         assertThat(clientId.remoteAddress().getPort()).isEqualTo(port);
     }
 

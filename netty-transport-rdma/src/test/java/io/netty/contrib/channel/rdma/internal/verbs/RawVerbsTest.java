@@ -16,9 +16,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.tuple;
 
 /**
- * Raw verbs on the software RDMA device, no Netty: two RC QPs connected through rdma_cm on 127.0.0.1 exchange
- * every operation the transport uses; errors surface as completion statuses and QP states. Every test ends with
- * no device object left alive.
+ * Raw verbs, no Netty: two RC QPs connected through rdma_cm exchange every operation the transport uses; errors
+ * surface as completion statuses and QP states. On the software device every test ends with no device object left
+ * alive.
  */
 @ExtendWith(SoftwareDeviceExtension.class)
 class RawVerbsTest {

@@ -1,5 +1,7 @@
 package io.netty.contrib.channel.rdma.testsuite.process;
 
+import io.netty.contrib.channel.rdma.testsuite.TestAddress;
+
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
@@ -36,6 +38,7 @@ final class ChildJvm implements AutoCloseable {
         command.add("--enable-native-access=ALL-UNNAMED");
         command.add("-Dio.netty.contrib.rdma.libraryPath="
                 + System.getProperty("io.netty.contrib.rdma.libraryPath", "bundled"));
+        command.add("-D" + TestAddress.PROPERTY + "=" + TestAddress.host());
         command.add("-cp");
         command.add(System.getProperty("java.class.path"));
         command.add(main.getName());

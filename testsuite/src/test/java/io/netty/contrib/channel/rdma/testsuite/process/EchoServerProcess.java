@@ -10,6 +10,7 @@ import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.channel.socket.SocketChannel;
 import io.netty.contrib.channel.rdma.RdmaIoHandler;
 import io.netty.contrib.channel.rdma.RdmaServerChannel;
+import io.netty.contrib.channel.rdma.testsuite.TestAddress;
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -44,7 +45,7 @@ public final class EchoServerProcess {
                                 }
                             });
                         }
-                    }).bind(args.length > 0 ? args[0] : "127.0.0.1", 0).sync().channel();
+                    }).bind(args.length > 0 ? args[0] : TestAddress.host(), 0).sync().channel();
             System.out.println("PORT " + ((java.net.InetSocketAddress) server.localAddress()).getPort());
             System.out.flush();
             BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
