@@ -466,7 +466,9 @@ public final class RdmaIoHandler implements IoHandler {
             this.index = index;
             this.channel = context.createCompletionChannel();
             try {
-                this.cq = context.createCq(config.completionQueueSize(), channel, 0);
+                // Devices cap the CQ size (rxe: 32767 entries): ask for no more than the device offers.
+                this.cq = context.createCq(Math.min(config.completionQueueSize(), context.queryDevice().maxCqe()),
+                        channel, 0);
             } catch (RuntimeException e) {
                 channel.close();
                 throw e;

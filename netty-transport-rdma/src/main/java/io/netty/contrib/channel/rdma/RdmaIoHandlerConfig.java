@@ -48,7 +48,8 @@ public final class RdmaIoHandlerConfig {
 
     /**
      * Entries of the loop's completion queue, shared by all its connections: each takes its send queue depth
-     * plus its receive buffer count, and a connection that would overrun the queue is refused. Default 32768.
+     * plus its receive buffer count, and a connection that would overrun the queue is refused. Default 32768,
+     * or the device's {@code max_cqe} if that is smaller (the kernel's rxe offers 32767).
      */
     public RdmaIoHandlerConfig completionQueueSize(int completionQueueSize) {
         this.completionQueueSize = checkInRange(completionQueueSize, 64, 1 << 22, "completionQueueSize");
