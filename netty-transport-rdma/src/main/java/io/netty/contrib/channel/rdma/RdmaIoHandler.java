@@ -180,31 +180,37 @@ public final class RdmaIoHandler implements IoHandler {
         for (int i = 0; i < deviceQueues.size(); i++) {
             deviceQueues.get(i).cq.reqNotify(false);
         }
-        // A completion between the last poll and arming does not signal the channel: look once more, and never
-        // sleep with an rdma_cm event unread (one syscall per sleep, not per turn).
-        int work = poll(true);
+        // A completion between the last poll and arming does not signal the channel: look once more. rdma_cm
+        // events need no look: epoll watches their channel.
+        int work = poll(false);
         if (work > 0) {
             return work;
         }
         long delayNanos = context.delayNanos(System.nanoTime());
         int timeoutMillis = (int) Math.min(Integer.MAX_VALUE, TimeUnit.NANOSECONDS.toMillis(delayNanos + 999_999));
+        boolean cmReady = false;
         blocked = true;
         try {
             if (!wakeRequested && timeoutMillis > 0) {
                 int ready = epoll.await(timeoutMillis);
                 for (int i = 0; i < ready; i++) {
                     long token = epoll.readyToken(i);
-                    if (token >= 0 && token < deviceQueues.size()) {
+                    if (token == CM_TOKEN) {
+                        cmReady = true;
+                    } else if (token >= 0 && token < deviceQueues.size()) {
                         deviceQueues.get((int) token).takeEvent();
                     }
                 }
+            } else {
+                cmReady = true; // did not wait: nothing said whether rdma_cm has news, so look
             }
         } catch (IOException e) {
             logger.warn("epoll_wait failed", e);
+            cmReady = true;
         } finally {
             blocked = false;
         }
-        return poll(true);
+        return poll(cmReady);
     }
 
     /** Dispatches every completion (and, if asked, every rdma_cm event) that is ready; returns how many. */
