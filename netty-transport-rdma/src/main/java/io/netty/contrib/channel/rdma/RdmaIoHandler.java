@@ -47,7 +47,6 @@ public final class RdmaIoHandler implements IoHandler {
     private static final long CM_TOKEN = -1;
     private static final int YIELD_AFTER_SPINS = 256;
     private static final int CM_POLL_INTERVAL_MASK = 63;
-    private int turns;
 
     private final ThreadAwareExecutor executor;
     private final RdmaIoHandlerConfig config;
@@ -142,15 +141,15 @@ public final class RdmaIoHandler implements IoHandler {
     @Override
     public int run(IoHandlerContext context) {
         wakeRequested = false;
-        // rdma_cm events are rare and each look is a syscall: look every so many turns, and when epoll says so.
-        int work = poll(cmTurn());
+        int work = poll(true);
         if (work > 0 || !context.canBlock()) {
             return work;
         }
         long spinUntil = config.pureSpin() ? Long.MAX_VALUE : System.nanoTime() + config.spinNanos();
         int spins = 0;
         while (!wakeRequested) {
-            work = poll(cmTurn());
+            // rdma_cm events are rare and each look is a syscall: while spinning, look now and then.
+            work = poll((spins & CM_POLL_INTERVAL_MASK) == 0);
             if (work > 0) {
                 return work;
             }
@@ -171,46 +170,34 @@ public final class RdmaIoHandler implements IoHandler {
         return block(context);
     }
 
-    /** Whether this turn of the loop looks at the rdma_cm channel (a syscall) without epoll having said so. */
-    private boolean cmTurn() {
-        return (turns++ & CM_POLL_INTERVAL_MASK) == 0;
-    }
-
     private int block(IoHandlerContext context) {
-        for (int i = 0; i < deviceQueues.size(); i++) {
-            deviceQueues.get(i).cq.reqNotify(false);
+        for (DeviceQueue q : deviceQueues) {
+            q.cq.reqNotify(false);
         }
-        // A completion between the last poll and arming does not signal the channel: look once more. rdma_cm
-        // events need no look: epoll watches their channel.
-        int work = poll(false);
+        // A completion between the last poll and arming does not signal the channel: look once more.
+        int work = poll(true);
         if (work > 0) {
             return work;
         }
         long delayNanos = context.delayNanos(System.nanoTime());
         int timeoutMillis = (int) Math.min(Integer.MAX_VALUE, TimeUnit.NANOSECONDS.toMillis(delayNanos + 999_999));
-        boolean cmReady = false;
         blocked = true;
         try {
             if (!wakeRequested && timeoutMillis > 0) {
                 int ready = epoll.await(timeoutMillis);
                 for (int i = 0; i < ready; i++) {
                     long token = epoll.readyToken(i);
-                    if (token == CM_TOKEN) {
-                        cmReady = true;
-                    } else if (token >= 0 && token < deviceQueues.size()) {
-                        deviceQueues.get((int) token).takeEvent();
+                    if (token >= 0 && token < deviceQueues.size()) {
+                        deviceQueues.get((int) token).drainEvents();
                     }
                 }
-            } else {
-                cmReady = true; // did not wait: nothing said whether rdma_cm has news, so look
             }
         } catch (IOException e) {
             logger.warn("epoll_wait failed", e);
-            cmReady = true;
         } finally {
             blocked = false;
         }
-        return poll(cmReady);
+        return poll(true);
     }
 
     /** Dispatches every completion (and, if asked, every rdma_cm event) that is ready; returns how many. */
@@ -504,13 +491,11 @@ public final class RdmaIoHandler implements IoHandler {
             reserved -= entries;
         }
 
-        /**
-         * Takes the completion event epoll reported (one per arming). Another one left pending keeps the level-
-         * triggered fd readable, so the next wait returns at once and takes it: no extra syscall to find out.
-         */
-        void takeEvent() {
-            channel.getCqEvent();
-            if (cq.unackedEvents() >= 64) {
+        void drainEvents() {
+            while (channel.getCqEvent() != null) {
+                // each event is one arming; acknowledged in batches below
+            }
+            if (cq.unackedEvents() > 0) {
                 cq.ackEvents(cq.unackedEvents());
             }
         }
