@@ -22,6 +22,7 @@
 # Exit status: 0 when every part passed, 1 when a test failed, 2 when the guest or the setup failed.
 # Runs as root (apt-get, and qemu reads the whole root file system) or with sudo for apt-get.
 set -euo pipefail
+export PATH="$PATH:/usr/sbin:/sbin"   # depmod and modprobe, for users whose PATH lacks them
 
 here=$(cd "$(dirname "$0")" && pwd)
 project=$(cd "$here/../.." && pwd)
