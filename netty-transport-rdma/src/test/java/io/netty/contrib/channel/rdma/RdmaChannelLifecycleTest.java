@@ -61,7 +61,7 @@ class RdmaChannelLifecycleTest {
             Channel server = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
                     .option(ChannelOption.AUTO_READ, false)
                     .childHandler(new ChannelInboundHandlerAdapter())
-                    .bind("127.0.0.1", 0).sync().channel();
+                    .bind(TestAddress.get(), 0).sync().channel();
             long start = System.nanoTime();
             assertThatThrownBy(() -> new Bootstrap().group(group).channel(RdmaChannel.class)
                     .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, 300)
@@ -91,7 +91,7 @@ class RdmaChannelLifecycleTest {
                         public void channelRead(ChannelHandlerContext ctx, Object msg) {
                             ctx.writeAndFlush(msg);
                         }
-                    }).bind("127.0.0.1", 0).sync().channel();
+                    }).bind(TestAddress.get(), 0).sync().channel();
             CompletableFuture<Integer> echoed = new CompletableFuture<>();
             Channel client = new Bootstrap().group(clientGroup).channel(RdmaChannel.class)
                     .handler(new ChannelInboundHandlerAdapter() {
