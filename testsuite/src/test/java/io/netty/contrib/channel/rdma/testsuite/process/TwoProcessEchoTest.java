@@ -24,12 +24,12 @@ import static org.assertj.core.api.Assertions.assertThat;
  * on the device the library path chose: messages across the SEND / ring-write boundary echoed and checked by CRC,
  * then a clean shutdown on both sides; and a server killed outright, which the client's channel must notice.
  */
-@Timeout(180)
+@Timeout(300)
 class TwoProcessEchoTest {
     @Test
     void echoAcrossTwoJvms() throws Exception {
         try (ChildJvm server = ChildJvm.start(List.of(), EchoServerProcess.class)) {
-            String line = server.awaitLine("PORT ", 60);
+            String line = server.awaitLine("PORT ", 150);
             assertThat(line).as("the server's PORT line").isNotNull();
             int port = Integer.parseInt(line.substring(5).trim());
 
@@ -46,7 +46,7 @@ class TwoProcessEchoTest {
     void killedPeerClosesTheChannel() throws Exception {
         EventLoopGroup group = new MultiThreadIoEventLoopGroup(1, RdmaIoHandler.newFactory());
         try (ChildJvm server = ChildJvm.start(List.of(), EchoServerProcess.class)) {
-            String line = server.awaitLine("PORT ", 60);
+            String line = server.awaitLine("PORT ", 150);
             assertThat(line).as("the server's PORT line").isNotNull();
             int port = Integer.parseInt(line.substring(5).trim());
             CompletableFuture<Void> echoed = new CompletableFuture<>();
