@@ -24,5 +24,6 @@ echo "[guest $(t)s] engine $(docker version --format '{{.Server.Version}}' 2>&1)
 touch "$W/.ready"
 for _ in $(seq "$STOP_AFTER"); do [ -f "$W/.stop" ] && break; sleep 1; done
 echo "[guest $(t)s] stopping the engine"
+dmesg > "$W/dmesg.log" 2>&1
 docker ps -aq | xargs -r docker rm -f >/dev/null 2>&1
 kill "$engine"; wait "$engine"

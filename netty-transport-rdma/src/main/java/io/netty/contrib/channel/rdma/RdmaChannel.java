@@ -461,6 +461,11 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
     }
 
     private Throwable rejected(CmEvent event) {
+        if (event.status() != RejectReason.CM_REJ_CONSUMER_DEFINED) {
+            // the peer's CM answered, not our peer: its private data are zeros
+            return new ConnectException("connection " + RejectReason.describeCmReason(event.status()) + ": "
+                    + requestedRemoteAddress);
+        }
         byte[] data = event.privateData();
         if (data.length >= RejectReason.LENGTH) {
             return new ConnectException(new RejectReason().wrap(MemorySegment.ofArray(data)).describe(data.length)

@@ -20,6 +20,12 @@ public final class RejectReason {
     public static final int REASON_NO_RESOURCES = 3;
     public static final int REASON_NOT_ACCEPTING = 4;
 
+    /**
+     * The status of an RDMA_CM_EVENT_REJECTED on InfiniBand and RoCE is the IB CM's reject reason
+     * (enum ib_cm_rej_reason, IBTA vol. 1 table 112); the peer's application rejecting is "consumer defined".
+     */
+    public static final int CM_REJ_CONSUMER_DEFINED = 28;
+
     public static final int MAGIC_OFFSET = 0;
     public static final int VERSION_OFFSET = 4;
     public static final int REASON_OFFSET = 6;
@@ -67,8 +73,9 @@ public final class RejectReason {
      */
     public String describe(int length) {
         if (length < LENGTH || magic() != ConnectParameters.MAGIC) {
-            return "connection rejected by the peer (it gave no netty-transport-rdma reason: is it a netty-transport-rdma"
-                    + " server?)";
+            return "connection rejected by the peer without a netty-transport-rdma reason (IB CM reject reason 28,"
+                    + " consumer-defined: not a netty-transport-rdma server, or its rdma_cm could not hand the request"
+                    + " to a listener)";
         }
         return switch (reason()) {
             case REASON_VERSION_MISMATCH -> "connection rejected: the peer speaks protocol version " + version()
@@ -78,6 +85,42 @@ public final class RejectReason {
             case REASON_NOT_ACCEPTING -> "connection rejected: the peer is not accepting connections";
             default -> "connection rejected by the peer (reason " + reason() + ')';
         };
+    }
+
+    /**
+     * Why the connection manager (not the peer's application) rejected a connection: the status of the
+     * RDMA_CM_EVENT_REJECTED, an IB CM reject reason.
+     */
+    public static String describeCmReason(int status) {
+        String name = switch (status) {
+            case 1 -> "no QP available";
+            case 2 -> "no EEC available";
+            case 3 -> "no resources";
+            case 4 -> "timeout";
+            case 5 -> "unsupported request";
+            case 6 -> "invalid communication id";
+            case 7 -> "invalid communication instance";
+            case 8 -> "invalid service id: nothing listens there";
+            case 9 -> "invalid transport type";
+            case 10 -> "stale connection: the peer still holds a connection from this side's QP number (time wait)";
+            case 11 -> "RDC does not exist";
+            case 12 -> "invalid GID";
+            case 13 -> "invalid LID";
+            case 14 -> "invalid SL";
+            case 15 -> "invalid traffic class";
+            case 16 -> "invalid hop limit";
+            case 17 -> "invalid packet rate";
+            case 18, 19, 20, 21, 22, 23, 24, 25 -> "invalid alternate path";
+            case 26 -> "port redirect";
+            case 27 -> "invalid MTU";
+            case 28 -> "rejected by the peer's application";
+            case 29 -> "invalid RNR retry";
+            case 30 -> "duplicate local communication id";
+            case 31 -> "unsupported class version";
+            case 32, 33 -> "invalid flow label";
+            default -> "unknown reason";
+        };
+        return "rejected by the peer's connection manager: " + name + " (IB CM reject reason " + status + ")";
     }
 
     @Override

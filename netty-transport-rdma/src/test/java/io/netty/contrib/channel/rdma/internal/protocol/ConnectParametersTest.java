@@ -55,7 +55,14 @@ class ConnectParametersTest {
             RejectReason reason = new RejectReason().wrap(segment).write(RejectReason.REASON_VERSION_MISMATCH);
             assertThat(reason.describe(RejectReason.LENGTH))
                     .isEqualTo("connection rejected: the peer speaks protocol version 2, this side speaks 2");
-            assertThat(reason.describe(0)).contains("gave no netty-transport-rdma reason");
+            assertThat(reason.describe(0)).contains("without a netty-transport-rdma reason");
         }
+    }
+
+    @Test
+    void connectionManagerRejectsAreNamed() {
+        assertThat(RejectReason.describeCmReason(10)).contains("stale connection").contains("reason 10");
+        assertThat(RejectReason.describeCmReason(8)).contains("nothing listens there");
+        assertThat(RejectReason.describeCmReason(99)).contains("unknown reason").contains("reason 99");
     }
 }
