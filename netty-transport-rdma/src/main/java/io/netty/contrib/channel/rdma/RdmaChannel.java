@@ -72,6 +72,8 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
     private boolean readPending;
     private boolean lingering;
     private ChannelPromise connectPromise;
+    /** An accepted channel's registration, completed when its connection is established. */
+    private ChannelPromise registerPromise;
     private Future<?> connectTimeoutFuture;
     private SocketAddress requestedRemoteAddress;
     private volatile InetSocketAddress local;
@@ -233,17 +235,39 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
                 return;
             }
             ioRegistration = (IoRegistration) f.getNow();
-                registration = ioRegistration.attachment();
+            registration = ioRegistration.attachment();
             if (acceptedPeer != null && connection == null) {
+                registerPromise = promise;
                 try {
                     accept();
                 } catch (Throwable t) {
-                    promise.setFailure(t);
-                    return;
+                    failRegistration(t);
                 }
+                // Not yet: an accepted TCP socket is connected, so pipelines expect an accepted channel to be
+                // active from the start (a child handler may write in initChannel). The registration completes
+                // when rdma_cm reports ESTABLISHED, and the pipeline sees the channel registered and active at
+                // once; what arrives before then waits in the receive queue.
+                return;
             }
             promise.setSuccess();
         });
+    }
+
+    /**
+     * An accepted channel that was not established fails its registration: Netty closes it and the
+     * {@code ServerBootstrap} drops it. Netty deregisters only registered channels, so the loop forgets it here.
+     */
+    private void failRegistration(Throwable cause) {
+        ChannelPromise promise = registerPromise;
+        if (promise == null) {
+            return;
+        }
+        registerPromise = null;
+        promise.tryFailure(cause);
+        IoRegistration r = ioRegistration;
+        if (r != null) {
+            r.cancel();
+        }
     }
 
     /** Takes over an accepted connection request on this channel's loop and accepts it. */
@@ -302,6 +326,9 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
         boolean wasOpen = open;
         open = false;
         active = false;
+        if (registerPromise != null) {
+            failRegistration(new ClosedChannelException());
+        }
         ChannelPromise promise = connectPromise;
         if (promise != null) {
             promise.tryFailure(new ClosedChannelException());
@@ -454,8 +481,16 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
             fulfillConnect();
         } else {
             active = true;
-            pipeline().fireChannelActive();
-            readIfIsAutoRead();
+            ChannelPromise promise = registerPromise;
+            if (promise != null) {
+                // Netty completes the registration: handlerAdded (the child handler's initChannel),
+                // channelRegistered, channelActive, and read() when auto-read is on.
+                registerPromise = null;
+                promise.setSuccess();
+            } else {
+                pipeline().fireChannelActive();
+                readIfIsAutoRead();
+            }
             readReady();
         }
     }
@@ -494,6 +529,7 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
     }
 
     private void failConnect(Throwable cause) {
+        failRegistration(cause);
         ChannelPromise promise = connectPromise;
         connectPromise = null;
         if (connectTimeoutFuture != null) {
@@ -516,6 +552,12 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
         peerGone = true;
         if (connectPromise != null) {
             failConnect(new ConnectException("connection to " + requestedRemoteAddress + " was closed by the peer"));
+            return;
+        }
+        if (registerPromise != null) {
+            // Accepted, but the client left before the connection was established: nobody has seen this channel.
+            failConnect(new ConnectException("connection from " + remote + " was closed by the peer before it"
+                    + " was established"));
             return;
         }
         if (connection == null) {
@@ -592,7 +634,10 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
             return;
         }
         if (peerGone) {
-            if (!connection.hasPending()) {
+            if (registerPromise != null) {
+                // Its queue pair failed before it was established: nobody has seen this channel or will read it.
+                unsafe().close(unsafe().voidPromise());
+            } else if (!connection.hasPending()) {
                 closeOnPeerGone();
             }
             return;

@@ -47,6 +47,7 @@ public final class RdmaIoHandler implements IoHandler {
     private static final long CM_TOKEN = -1;
     private static final int YIELD_AFTER_SPINS = 256;
     private static final int CM_POLL_INTERVAL_MASK = 63;
+    private int turns;
 
     private final ThreadAwareExecutor executor;
     private final RdmaIoHandlerConfig config;
@@ -141,15 +142,15 @@ public final class RdmaIoHandler implements IoHandler {
     @Override
     public int run(IoHandlerContext context) {
         wakeRequested = false;
-        int work = poll(true);
+        // rdma_cm events are rare and each look is a syscall: look every so many turns, and when epoll says so.
+        int work = poll(cmTurn());
         if (work > 0 || !context.canBlock()) {
             return work;
         }
         long spinUntil = config.pureSpin() ? Long.MAX_VALUE : System.nanoTime() + config.spinNanos();
         int spins = 0;
         while (!wakeRequested) {
-            // rdma_cm events are rare and each look is a syscall: while spinning, look now and then.
-            work = poll((spins & CM_POLL_INTERVAL_MASK) == 0);
+            work = poll(cmTurn());
             if (work > 0) {
                 return work;
             }
@@ -170,34 +171,46 @@ public final class RdmaIoHandler implements IoHandler {
         return block(context);
     }
 
+    /** Whether this turn of the loop looks at the rdma_cm channel (a syscall) without epoll having said so. */
+    private boolean cmTurn() {
+        return (turns++ & CM_POLL_INTERVAL_MASK) == 0;
+    }
+
     private int block(IoHandlerContext context) {
-        for (DeviceQueue q : deviceQueues) {
-            q.cq.reqNotify(false);
+        for (int i = 0; i < deviceQueues.size(); i++) {
+            deviceQueues.get(i).cq.reqNotify(false);
         }
-        // A completion between the last poll and arming does not signal the channel: look once more.
-        int work = poll(true);
+        // A completion between the last poll and arming does not signal the channel: look once more. rdma_cm
+        // events need no look: epoll watches their channel.
+        int work = poll(false);
         if (work > 0) {
             return work;
         }
         long delayNanos = context.delayNanos(System.nanoTime());
         int timeoutMillis = (int) Math.min(Integer.MAX_VALUE, TimeUnit.NANOSECONDS.toMillis(delayNanos + 999_999));
+        boolean cmReady = false;
         blocked = true;
         try {
             if (!wakeRequested && timeoutMillis > 0) {
                 int ready = epoll.await(timeoutMillis);
                 for (int i = 0; i < ready; i++) {
                     long token = epoll.readyToken(i);
-                    if (token >= 0 && token < deviceQueues.size()) {
-                        deviceQueues.get((int) token).drainEvents();
+                    if (token == CM_TOKEN) {
+                        cmReady = true;
+                    } else if (token >= 0 && token < deviceQueues.size()) {
+                        deviceQueues.get((int) token).takeEvent();
                     }
                 }
+            } else {
+                cmReady = true; // did not wait: nothing said whether rdma_cm has news, so look
             }
         } catch (IOException e) {
             logger.warn("epoll_wait failed", e);
+            cmReady = true;
         } finally {
             blocked = false;
         }
-        return poll(true);
+        return poll(cmReady);
     }
 
     /** Dispatches every completion (and, if asked, every rdma_cm event) that is ready; returns how many. */
@@ -491,11 +504,13 @@ public final class RdmaIoHandler implements IoHandler {
             reserved -= entries;
         }
 
-        void drainEvents() {
-            while (channel.getCqEvent() != null) {
-                // each event is one arming; acknowledged in batches below
-            }
-            if (cq.unackedEvents() > 0) {
+        /**
+         * Takes the completion event epoll reported (one per arming). Another one left pending keeps the level-
+         * triggered fd readable, so the next wait returns at once and takes it: no extra syscall to find out.
+         */
+        void takeEvent() {
+            channel.getCqEvent();
+            if (cq.unackedEvents() >= 64) {
                 cq.ackEvents(cq.unackedEvents());
             }
         }

@@ -23,6 +23,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 
@@ -73,6 +74,68 @@ class RdmaChannelLifecycleTest {
             server.close().sync();
         } finally {
             group.shutdownGracefully(0, 1, TimeUnit.SECONDS).sync();
+        }
+    }
+
+    /**
+     * An accepted channel reaches its child handler connected, as an accepted TCP socket does: active in
+     * {@code initChannel}, where a write goes out at once. Its rdma_cm id reports ESTABLISHED only after the
+     * client's answer (REP, then RTU) while {@code initChannel} runs on the child's loop right after rdma_accept, so
+     * a channel handed over before ESTABLISHED is always caught here: not active, and the write failed with
+     * {@code NotYetConnectedException} (what Netty's {@code SocketReadPendingTest} hit when ESTABLISHED came late).
+     */
+    @Test
+    void anAcceptedChannelIsActiveInItsChildHandlerAndWritesAtOnce() throws Exception {
+        EventLoopGroup serverGroup = new MultiThreadIoEventLoopGroup(2, RdmaIoHandler.newFactory());
+        EventLoopGroup clientGroup = new MultiThreadIoEventLoopGroup(1, RdmaIoHandler.newFactory());
+        try {
+            CompletableFuture<Boolean> activeInInit = new CompletableFuture<>();
+            CompletableFuture<Throwable> writeResult = new CompletableFuture<>();
+            List<String> childEvents = new CopyOnWriteArrayList<>();
+            CompletableFuture<Void> childActive = new CompletableFuture<>();
+            Channel server = new ServerBootstrap().group(serverGroup).channel(RdmaServerChannel.class)
+                    .childOption(ChannelOption.AUTO_READ, false)
+                    .childHandler(new ChannelInitializer<SocketChannel>() {
+                        @Override
+                        protected void initChannel(SocketChannel ch) {
+                            activeInInit.complete(ch.isActive());
+                            ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                                @Override
+                                public void channelRegistered(ChannelHandlerContext ctx) {
+                                    childEvents.add("registered");
+                                    ctx.fireChannelRegistered();
+                                }
+
+                                @Override
+                                public void channelActive(ChannelHandlerContext ctx) {
+                                    childEvents.add("active");
+                                    childActive.complete(null);
+                                    ctx.fireChannelActive();
+                                }
+                            });
+                            ch.writeAndFlush(ch.alloc().directBuffer().writeInt(42))
+                                    .addListener(f -> writeResult.complete(f.cause()));
+                        }
+                    }).bind(TestAddress.get(), 0).sync().channel();
+            CompletableFuture<Integer> received = new CompletableFuture<>();
+            Channel client = new Bootstrap().group(clientGroup).channel(RdmaChannel.class)
+                    .handler(new ChannelInboundHandlerAdapter() {
+                        @Override
+                        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                            received.complete(((ByteBuf) msg).readInt());
+                            ((ByteBuf) msg).release();
+                        }
+                    }).connect(server.localAddress()).sync().channel();
+            assertThat(activeInInit.get(10, TimeUnit.SECONDS)).as("accepted channel active in initChannel").isTrue();
+            assertThat(writeResult.get(10, TimeUnit.SECONDS)).as("write from initChannel").isNull();
+            assertThat(received.get(10, TimeUnit.SECONDS)).isEqualTo(42);
+            childActive.get(10, TimeUnit.SECONDS);
+            assertThat(childEvents).containsExactly("registered", "active");
+            client.close().sync();
+            server.close().sync();
+        } finally {
+            serverGroup.shutdownGracefully(0, 1, TimeUnit.SECONDS).sync();
+            clientGroup.shutdownGracefully(0, 1, TimeUnit.SECONDS).sync();
         }
     }
 

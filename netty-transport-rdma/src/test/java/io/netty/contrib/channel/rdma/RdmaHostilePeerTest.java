@@ -55,12 +55,19 @@ class RdmaHostilePeerTest {
         CompletableFuture<Void> hostileClosed = new CompletableFuture<>();
         try {
             Channel server = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
+                    .handler(new ChannelInboundHandlerAdapter() {
+                        @Override
+                        public void channelRead(ChannelHandlerContext ctx, Object child) {
+                            // The well-behaved client stays connected until the end: the first to close is the
+                            // attacker's. Watched from the server channel, which sees every accepted channel: one
+                            // that fails before it is established never reaches the child handler.
+                            ((Channel) child).closeFuture().addListener(f -> hostileClosed.complete(null));
+                            ctx.fireChannelRead(child);
+                        }
+                    })
                     .childHandler(new ChannelInitializer<SocketChannel>() {
                         @Override
                         protected void initChannel(SocketChannel ch) {
-                            // The well-behaved client stays connected until the end: the first to close is the
-                            // attacker's (possibly before it became active, so watch the close, not inactivity).
-                            ch.closeFuture().addListener(f -> hostileClosed.complete(null));
                             ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
                                 @Override
                                 public void channelRead(ChannelHandlerContext ctx, Object msg) {
