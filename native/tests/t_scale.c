@@ -61,8 +61,8 @@ TEST(scale_1000_qps, 240) {
     if (cqe > d.attr.max_cqe) cqe = d.attr.max_cqe;
     struct ibv_cq *scq = CHECK_PTR(ibv_create_cq(d.ctx, cqe, NULL, NULL, 0));
     struct ibv_cq *rcq = CHECK_PTR(ibv_create_cq(d.ctx, cqe, NULL, NULL, 0));
-    struct ibv_qp **qp = calloc(NQP, sizeof *qp);
-    uint32_t *qpn_to_idx_key = calloc(NQP, sizeof *qpn_to_idx_key);
+    struct ibv_qp **qp = CHECK_PTR(calloc(NQP, sizeof *qp));
+    uint32_t *qpn_to_idx_key = CHECK_PTR(calloc(NQP, sizeof *qpn_to_idx_key));
     uint8_t *buf = xalloc((size_t)NQP * 128);
     struct ibv_mr *mr = reg(pd, buf, (size_t)NQP * 128, IBV_ACCESS_LOCAL_WRITE);
     double t0 = now_ms();
@@ -92,7 +92,7 @@ TEST(scale_1000_qps, 240) {
         memcpy(buf + i * 128 + 64, &v, 4);
         post_send(qp[i], i, IBV_WR_SEND, buf + i * 128 + 64, 4, mr->lkey, IBV_SEND_SIGNALED, 0, 0, 0);
     }
-    char *seen_s = calloc(NQP, 1), *seen_r = calloc(NQP, 1);
+    char *seen_s = CHECK_PTR(calloc(NQP, 1)), *seen_r = CHECK_PTR(calloc(NQP, 1));
     for (int k = 0; k < 2 * NQP; k++) {
         int from_r = 0;
         struct ibv_wc wc;
