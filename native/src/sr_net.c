@@ -403,27 +403,73 @@ static int conn_send(struct sr_conn *c, struct sr_hdr *h, const struct iovec *io
 }
 
 /* ---- registry ------------------------------------------------------------------ */
+/*
+ * Entries are written by other processes, which may have been killed at any
+ * point, and anything else may sit in the directory: an entry that is not a
+ * regular file (directory, FIFO, device, symlink), cannot be opened, or holds
+ * anything but "<pid> <port>" is skipped, never trusted.
+ */
+static int registry_open(const char *path, int flags)
+{
+	struct stat st;
+	int fd = open(path, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		close(fd);
+		errno = EINVAL;
+		return -1;
+	}
+	return fd;
+}
+
+/* an error that concerns one entry, not the directory or the process */
+static bool entry_error(int err)
+{
+	return err == EINVAL || err == EISDIR || err == ELOOP || err == EACCES || err == EPERM ||
+	       err == ENXIO || err == ETXTBSY || err == EWOULDBLOCK;
+}
+
 static int claim_instance(void)
 {
 	const char *dir = getenv("SOFTRDMA_RUNDIR");
 	char path[300], buf[64];
+	int last_err = EMFILE; /* every id is taken */
 
-	if (dir && *dir)
+	if (dir && *dir) {
+		if (strlen(dir) >= sizeof(rundir)) {
+			snprintf(rundir, sizeof(rundir), "%.200s...", dir);
+			errno = ENAMETOOLONG;
+			return -1;
+		}
 		snprintf(rundir, sizeof(rundir), "%s", dir);
-	else
+	} else {
 		snprintf(rundir, sizeof(rundir), "/tmp/softrdma-%u", (unsigned)getuid());
+	}
 	if (mkdir(rundir, 0700) && errno != EEXIST)
 		return -1;
 	for (uint32_t id = 1; id <= SR_MAX_INSTANCES; id++) {
 		int fd, len;
 
 		snprintf(path, sizeof(path), "%s/%u", rundir, id);
-		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-		if (fd < 0)
-			return -1;
-		if (flock(fd, LOCK_EX | LOCK_NB)) {
-			close(fd);
+		fd = registry_open(path, O_RDWR | O_CREAT);
+		if (fd < 0) {
+			if (!entry_error(errno))
+				return -1;
+			/* not ours to use (another user's, not a file): the next id */
+			last_err = errno;
 			continue;
+		}
+		if (flock(fd, LOCK_EX | LOCK_NB)) {
+			int err = errno;
+
+			close(fd);
+			if (err != EWOULDBLOCK) {
+				errno = err;
+				return -1;
+			}
+			continue; /* a live instance holds it */
 		}
 		len = snprintf(buf, sizeof(buf), "%d %u\n", (int)getpid(), (unsigned)my_port);
 		if (ftruncate(fd, 0) || pwrite(fd, buf, (size_t)len, 0) != len) {
@@ -434,10 +480,11 @@ static int claim_instance(void)
 		my_inst = id;
 		return 0;
 	}
-	errno = EMFILE;
+	errno = last_err;
 	return -1;
 }
 
+/* the TCP port of a live instance; -1 if the entry is missing, malformed or stale */
 static int registry_port(uint32_t inst)
 {
 	char path[300], buf[64] = "";
@@ -446,12 +493,19 @@ static int registry_port(uint32_t inst)
 	ssize_t n;
 
 	snprintf(path, sizeof(path), "%s/%u", rundir, inst);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = registry_open(path, O_RDONLY);
 	if (fd < 0)
 		return -1;
+	/* a live instance holds its entry locked: an unlocked one is left by a dead process */
+	if (!flock(fd, LOCK_SH | LOCK_NB)) {
+		close(fd);
+		sr_dbg("registry entry %s is stale (no live instance holds it)", path);
+		return -1;
+	}
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
-	if (n <= 0 || sscanf(buf, "%d %u", &pid, &port) != 2 || port == 0 || port > 65535)
+	if (n <= 0 || sscanf(buf, "%d %u", &pid, &port) != 2 || pid <= 0 || port == 0 ||
+	    port > 65535)
 		return -1;
 	return (int)port;
 }

@@ -289,28 +289,12 @@ SR_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_a
 		qp->sq[i].sge = &qp->sq_sges[(size_t)i * cap.max_send_sge];
 		qp->sq[i].inl = &qp->sq_inline[(size_t)i * SR_MAX_INLINE];
 	}
-	pthread_mutex_lock(&qp_table_lock);
-	for (uint32_t n = 1; n < (1u << SR_QPN_INDEX_BITS); n++) {
-		uint32_t i = qp_hint++;
-
-		if (qp_hint >= (1u << SR_QPN_INDEX_BITS))
-			qp_hint = 1;
-		if (!qp_table[i]) {
-			idx = i;
-			break;
-		}
-	}
-	if (idx) {
-		qp_table[idx] = qp;
-		if (idx > qp_max_index)
-			qp_max_index = idx;
-	}
-	pthread_mutex_unlock(&qp_table_lock);
-	if (!idx) {
-		qp_free(qp);
-		errno = ENOMEM;
-		return NULL;
-	}
+	/*
+	 * Everything another thread may touch (reference count, locks, QPN) is set
+	 * before the QP becomes visible in the table: sr_qp_foreach() (progress
+	 * thread) takes and drops a reference on every QP it finds there, and
+	 * freed a QP whose count was still 0 under its creator.
+	 */
 	atomic_init(&qp->refs, 1);
 	pthread_mutex_init(&qp->lock, NULL);
 	pthread_mutex_init(&qp->send_lock, NULL);
@@ -320,8 +304,6 @@ SR_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_a
 	qp->ibv.send_cq = init->send_cq;
 	qp->ibv.recv_cq = init->recv_cq;
 	qp->ibv.srq = init->srq;
-	qp->ibv.handle = idx;
-	qp->ibv.qp_num = sr_net_instance() << SR_QPN_INDEX_BITS | idx;
 	qp->ibv.state = IBV_QPS_RESET;
 	qp->ibv.qp_type = IBV_QPT_RC;
 	pthread_mutex_init(&qp->ibv.mutex, NULL);
@@ -336,6 +318,32 @@ SR_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_a
 	qp->attr.cap = cap;
 	qp->attr.path_mtu = IBV_MTU_4096;
 	qp->attr.port_num = 1;
+	pthread_mutex_lock(&qp_table_lock);
+	for (uint32_t n = 1; n < (1u << SR_QPN_INDEX_BITS); n++) {
+		uint32_t i = qp_hint++;
+
+		if (qp_hint >= (1u << SR_QPN_INDEX_BITS))
+			qp_hint = 1;
+		if (!qp_table[i]) {
+			idx = i;
+			break;
+		}
+	}
+	if (idx) {
+		qp->ibv.handle = idx;
+		qp->ibv.qp_num = sr_net_instance() << SR_QPN_INDEX_BITS | idx;
+		qp_table[idx] = qp;
+		if (idx > qp_max_index)
+			qp_max_index = idx;
+	}
+	pthread_mutex_unlock(&qp_table_lock);
+	if (!idx) {
+		pthread_mutex_destroy(&qp->ibv.mutex);
+		pthread_cond_destroy(&qp->ibv.cond);
+		qp_free(qp);
+		errno = ENOMEM;
+		return NULL;
+	}
 	atomic_fetch_add(&pd->users, 1);
 	atomic_fetch_add(&qp->scq->users, 1);
 	atomic_fetch_add(&qp->rcq->users, 1);

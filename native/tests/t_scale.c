@@ -61,8 +61,8 @@ TEST(scale_1000_qps, 240) {
     if (cqe > d.attr.max_cqe) cqe = d.attr.max_cqe;
     struct ibv_cq *scq = CHECK_PTR(ibv_create_cq(d.ctx, cqe, NULL, NULL, 0));
     struct ibv_cq *rcq = CHECK_PTR(ibv_create_cq(d.ctx, cqe, NULL, NULL, 0));
-    struct ibv_qp **qp = calloc(NQP, sizeof *qp);
-    uint32_t *qpn_to_idx_key = calloc(NQP, sizeof *qpn_to_idx_key);
+    struct ibv_qp **qp = CHECK_PTR(calloc(NQP, sizeof *qp));
+    uint32_t *qpn_to_idx_key = CHECK_PTR(calloc(NQP, sizeof *qpn_to_idx_key));
     uint8_t *buf = xalloc((size_t)NQP * 128);
     struct ibv_mr *mr = reg(pd, buf, (size_t)NQP * 128, IBV_ACCESS_LOCAL_WRITE);
     double t0 = now_ms();
@@ -92,7 +92,7 @@ TEST(scale_1000_qps, 240) {
         memcpy(buf + i * 128 + 64, &v, 4);
         post_send(qp[i], i, IBV_WR_SEND, buf + i * 128 + 64, 4, mr->lkey, IBV_SEND_SIGNALED, 0, 0, 0);
     }
-    char *seen_s = calloc(NQP, 1), *seen_r = calloc(NQP, 1);
+    char *seen_s = CHECK_PTR(calloc(NQP, 1)), *seen_r = CHECK_PTR(calloc(NQP, 1));
     for (int k = 0; k < 2 * NQP; k++) {
         int from_r = 0;
         struct ibv_wc wc;
@@ -130,4 +130,57 @@ TEST(scale_1000_qps, 240) {
     free(qpn_to_idx_key);
     free(seen_s);
     free(seen_r);
+}
+
+/*
+ * QPs created and destroyed while the progress thread walks the QP table. A SEND without a RECV
+ * (rnr_retry 7, min_rnr_timer 0.01 ms) keeps the progress thread scanning every QP about every
+ * 10 us; meanwhile this thread creates and destroys QPs. A QP visible in the table before it is
+ * fully initialised (reference count still 0) was freed by the scan under its creator
+ * (heap-use-after-free; a SIGSEGV in scale_1000_qps when the first scan of a freshly started
+ * device overlapped its QP creation loop).
+ */
+TEST(scale_qp_create_during_scan, 120) {
+    struct qp_opts o;
+    qp_opts_default(&o);
+    o.rnr_retry = 7;
+    o.min_rnr_timer = 1; /* 0.01 ms: the progress thread retries, and so scans, constantly */
+    struct pair p;
+    pair_open(&p, CONN_VERBS, &o);
+    uint8_t *a = xalloc(4096), *b = xalloc(4096);
+    struct ibv_mr *amr = reg(p.a.pd, a, 4096, IBV_ACCESS_LOCAL_WRITE);
+    struct ibv_mr *bmr = reg(p.b.pd, b, 4096, IBV_ACCESS_LOCAL_WRITE);
+    fill_pattern(a, 64, 9);
+    post_send(p.a.qp, 1, IBV_WR_SEND, a, 64, amr->lkey, IBV_SEND_SIGNALED, 0, 0, 0);
+    enum { BATCH = 64 };
+    struct ibv_qp *qp[BATCH];
+    double end = now_ms() + 2000;
+    long created = 0;
+    while (now_ms() < end) {
+        for (int i = 0; i < BATCH; i++) {
+            struct ibv_qp_init_attr ia;
+            memset(&ia, 0, sizeof ia);
+            ia.send_cq = p.a.scq;
+            ia.recv_cq = p.a.rcq;
+            ia.qp_type = IBV_QPT_RC;
+            ia.cap.max_send_wr = ia.cap.max_recv_wr = 1;
+            ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+            qp[i] = ibv_create_qp(p.a.pd, &ia);
+            if (!qp[i]) FAIL("ibv_create_qp #%ld: %s", created, strerror(errno));
+            created++;
+        }
+        for (int i = 0; i < BATCH; i++) {
+            CHECK_EQ(qp_state(qp[i]), IBV_QPS_RESET);
+            CHECK_OK(ibv_destroy_qp(qp[i]));
+        }
+    }
+    CHECK_EQ(qp_state(p.a.qp), IBV_QPS_RTS);
+    post_recv(p.b.qp, 2, b, 4096, bmr->lkey);
+    struct ibv_wc wc = wait_wc(p.b.rcq, 10000);
+    check_wc_ok(&wc, 2, IBV_WC_RECV, p.b.qp->qp_num, 64, 0, 0);
+    CHECK(check_pattern(b, 64, 9), "data");
+    wc = wait_wc(p.a.scq, 10000);
+    check_wc_ok(&wc, 1, IBV_WC_SEND, p.a.qp->qp_num, WC_ANY_LEN, 0, 0);
+    LOG("%ld QPs created and destroyed during the RNR retry loop", created);
+    pair_close(&p);
 }
