@@ -1,7 +1,7 @@
 # Sourced by demo.sh, test.sh and .ci/run: installs what a fresh Debian 12 machine lacks and selects JDK 25.
 # Idempotent: does nothing when everything is present.
 
-rdma_packages="gcc make libibverbs-dev librdmacm-dev ibverbs-utils rdmacm-utils perftest rdma-core iproute2"
+rdma_packages="gcc make libibverbs-dev librdmacm-dev ibverbs-providers ibverbs-utils rdmacm-utils perftest rdma-core iproute2"
 
 missing=""
 for p in $rdma_packages maven; do

@@ -3,7 +3,7 @@
 # (Debian's docker.io, unpacked by run.sh into the work folder) listening on tcp :2375, which qemu forwards
 # to the host's 127.0.0.1, touches .ready in the work share and idles until run.sh touches .stop.
 set -u
-W=/tmp/work
+W=/run/rxe-work
 . "$W/guest.env"          # ENGINE_DIR (the unpacked docker.io/containerd/runc), STOP_AFTER (s)
 t() { cut -d' ' -f1 /proc/uptime; }
 echo "[guest $(t)s] kernel $(uname -r)"

@@ -21,10 +21,10 @@ mount -t devtmpfs devtmpfs "$R/dev"
 mkdir -p "$R/dev/pts" "$R/dev/shm"
 mount -t devpts devpts "$R/dev/pts"
 mount -t tmpfs tmpfs "$R/dev/shm"
-mount -t tmpfs -o mode=1777 tmpfs "$R/tmp"
 mount -t tmpfs -o mode=755 tmpfs "$R/run"
-mkdir -p "$R/tmp/work"
-mount -t 9p -o "$P9" work "$R/tmp/work" || { echo "[init] cannot mount the work share"; poweroff -f; }
+# the work share under /run: /tmp stays the host's (overlaid), so a checkout under /tmp is seen too
+mkdir -p "$R/run/rxe-work"
+mount -t 9p -o "$P9" work "$R/run/rxe-work" || { echo "[init] cannot mount the work share"; poweroff -f; }
 ip link set lo up
 # The real root must be the root of the mount namespace (as after switch_root), not a chroot below it:
 # runc joins a container's mount namespace with setns(), which resets the root to the namespace's root.
@@ -34,6 +34,6 @@ chroot . /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:
   /bin/bash "$SCRIPT"
 rc=$?
 echo "[init] $SCRIPT exited with $rc"
-chroot . /bin/sh -c "echo $rc > /tmp/work/.guest-rc; sync"
+chroot . /bin/sh -c "echo $rc > /run/rxe-work/.guest-rc; sync"
 echo o > /proc/sysrq-trigger
 poweroff -f

@@ -10,7 +10,7 @@
 #   test     mvn verify of testsuite/rxe-docker (and what it needs) with DOCKER_HOST pointing at the guest
 #   down     stop the engine and the guest
 #   all      prepare, up, test, down (the default); the guest is stopped also when a step fails
-# env: RXE_DOCKER_WORK (/var/tmp/netty-rdma-rxe-docker; not under /tmp, which the guest does not share),
+# env: RXE_DOCKER_WORK (/var/tmp/netty-rdma-rxe-docker),
 #      RXE_DOCKER_PORT (23751, on 127.0.0.1), RXE_DOCKER_MEM (MiB, 6144), RXE_DOCKER_TIMEOUT (guest life, s, 1800),
 #      JAVA_HOME (a JDK 25; default /usr/lib/jvm/*25*)
 set -euo pipefail
@@ -25,7 +25,6 @@ mkdir -p "$W/share"
 log() { echo "[rxe-docker $(date -u +%T)] $*" >&2; }
 api() { curl -sf --max-time 10 "http://127.0.0.1:$PORT$1" "${@:2}"; }
 
-case "$W" in /tmp|/tmp/*) echo "RXE_DOCKER_WORK must not be under /tmp: the guest has its own /tmp" >&2; exit 2 ;; esac
 
 # apt over a private configuration in the work folder, so nothing changes in the host's apt state
 apt_private() { # NAME "SOURCES LINE" apt-get|apt-cache ARGS...
@@ -140,7 +139,7 @@ boot() { # starts qemu in the background; its pid goes to $W/qemu.pid
     -smp 2 -m "${RXE_DOCKER_MEM:-6144}" -nographic -no-reboot \
     -nic "user,model=virtio-net-pci,restrict=on,hostfwd=tcp:127.0.0.1:$PORT-:2375" \
     -kernel "$vmlinuz" -initrd "$W/initramfs.cpio.gz" \
-    -append "console=ttyS0 quiet panic=-1 rxescript=/tmp/work/guest-engine.sh" \
+    -append "console=ttyS0 quiet panic=-1 rxescript=/run/rxe-work/guest-engine.sh" \
     -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
     -virtfs "local,path=$W/share,mount_tag=work,security_model=none" \
     > "$W/guest.log" 2>&1 < /dev/null &
