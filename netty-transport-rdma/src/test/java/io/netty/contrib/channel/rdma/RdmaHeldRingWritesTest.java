@@ -1,5 +1,6 @@
 package io.netty.contrib.channel.rdma;
 
+import io.netty.contrib.channel.rdma.internal.verbs.TestAddress;
 import io.netty.bootstrap.Bootstrap;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.buffer.ByteBuf;
@@ -67,7 +68,7 @@ class RdmaHeldRingWritesTest {
                         received.completeExceptionally(cause);
                     }
                 })
-                .bind("127.0.0.1", 0).sync().channel();
+                .bind(TestAddress.get(), 0).sync().channel();
         Channel client = new Bootstrap().group(group).channel(RdmaChannel.class)
                 .handler(new ChannelInboundHandlerAdapter())
                 .connect(server.localAddress()).sync().channel();

@@ -1,5 +1,6 @@
 package io.netty.contrib.channel.rdma;
 
+import io.netty.contrib.channel.rdma.internal.verbs.TestAddress;
 import io.netty.bootstrap.Bootstrap;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.buffer.ByteBuf;
@@ -80,7 +81,7 @@ class RdmaHostilePeerTest {
                                 }
                             });
                         }
-                    }).bind("127.0.0.1", 0).sync().channel();
+                    }).bind(TestAddress.get(), 0).sync().channel();
             InetSocketAddress address = (InetSocketAddress) server.localAddress();
 
             // A well-behaved client with data in the server's ring before and after the attack.

@@ -1,5 +1,6 @@
 package io.netty.contrib.channel.rdma;
 
+import io.netty.contrib.channel.rdma.internal.verbs.TestAddress;
 import io.netty.bootstrap.Bootstrap;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.buffer.ByteBuf;
@@ -97,7 +98,7 @@ class RdmaRandomEchoTest {
                                     }
                                 });
                     }
-                }).bind("127.0.0.1", 0).sync().channel();
+                }).bind(TestAddress.get(), 0).sync().channel();
         List<Long> sentCrcs = new ArrayList<>();
         List<Long> receivedCrcs = new ArrayList<>();
         List<Integer> receivedSizes = new ArrayList<>();

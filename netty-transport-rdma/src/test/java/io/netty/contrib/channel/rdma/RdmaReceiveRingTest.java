@@ -1,5 +1,6 @@
 package io.netty.contrib.channel.rdma;
 
+import io.netty.contrib.channel.rdma.internal.verbs.TestAddress;
 import io.netty.bootstrap.Bootstrap;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.buffer.ByteBuf;
@@ -218,7 +219,7 @@ class RdmaReceiveRingTest {
                             }
                         });
                     }
-                }).bind("127.0.0.1", 0).sync().channel();
+                }).bind(TestAddress.get(), 0).sync().channel();
         Channel client = new Bootstrap().group(group).channel(RdmaChannel.class)
                 .option(RdmaChannelOption.RECEIVE_BUFFER_COUNT, 4)
                 .option(RdmaChannelOption.RING_SIZE, 1 << 20)
@@ -286,7 +287,7 @@ class RdmaReceiveRingTest {
                     protected void initChannel(SocketChannel ch) {
                         ch.pipeline().addLast(handler.get());
                     }
-                }).bind("127.0.0.1", 0).sync().channel();
+                }).bind(TestAddress.get(), 0).sync().channel();
     }
 
     private static Channel client(Channel server) throws InterruptedException {

@@ -72,7 +72,7 @@ class RdmaDetectPeerCloseWithoutReadTest {
                 .childOption(ChannelOption.MAX_MESSAGES_PER_READ, 1)
                 .childOption(ChannelOption.RCVBUF_ALLOCATOR, new FixedRecvByteBufAllocator(SMALL / 10))
                 .childHandler(reader)
-                .bind("127.0.0.1", 0).sync().channel();
+                .bind(TestAddress.get(), 0).sync().channel();
         try {
             Channel client = new Bootstrap().group(RDMA.clientGroup).channel(RdmaChannel.class)
                     .handler(new ChannelInboundHandlerAdapter())
@@ -92,7 +92,7 @@ class RdmaDetectPeerCloseWithoutReadTest {
                         writeAndClose(ctx.channel(), bytes);
                     }
                 })
-                .bind("127.0.0.1", 0).sync().channel();
+                .bind(TestAddress.get(), 0).sync().channel();
         Channel client = null;
         try {
             Reader reader = new Reader(readAfterEachMessage);
