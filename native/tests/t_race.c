@@ -1,0 +1,208 @@
+/* Objects shared between threads: events held while their object is destroyed, connect requests of a
+ * listener that is migrated or destroyed, QPs destroyed while rdma_cm is still moving them. */
+#include <pthread.h>
+
+#include "common.h"
+
+#define TMO 5000
+#define LW IBV_ACCESS_LOCAL_WRITE
+
+static struct rdma_conn_param race_param(void) {
+    struct rdma_conn_param cp;
+    memset(&cp, 0, sizeof cp);
+    cp.responder_resources = 1;
+    cp.initiator_depth = 1;
+    cp.retry_count = 7;
+    cp.rnr_retry_count = 7;
+    return cp;
+}
+
+/*
+ * A connection request nobody has retrieved yet belongs to its listener: destroying the listener
+ * destroys it. When its client went away first (the request failed before anyone claimed it), no
+ * event of that connection may be left behind on the channel (the kernel reports no event for a
+ * new connection before its CONNECT_REQUEST is retrieved). An event left there named a freed id.
+ */
+TEST(cm_unclaimed_request_dies_with_listener, 30) {
+    struct rdma_event_channel *lec = cm_channel(), *cec = cm_channel();
+    struct rdma_cm_id *listen;
+    uint16_t port = cm_listen(lec, &listen);
+    struct qp_opts o;
+    qp_opts_default(&o);
+    struct rdma_cm_id *cid = cm_resolve(cec, test_addr(), port);
+    struct ep a;
+    memset(&a, 0, sizeof a);
+    cm_ep_setup(&a, cid, cec, &o);
+    struct rdma_conn_param cp = race_param();
+    CHECK_OK(rdma_connect(cid, &cp));
+    CHECK(fd_readable(lec->fd, TMO), "no CONNECT_REQUEST within %d ms", TMO);
+    /* the client gives up before the server looked at the request */
+    ep_destroy(&a);
+    CHECK_OK(rdma_destroy_id(cid));
+    msleep(200); /* the server's rdma_cm notices the client is gone */
+    CHECK_OK(rdma_destroy_id(listen));
+    struct rdma_cm_event *ev = cm_next(lec, 300);
+    if (ev) {
+        LOG("left on the channel: %s status %d, id %p (context %p)", rdma_event_str(ev->event), ev->status,
+            (void *)ev->id, ev->id->context);
+        FAIL("event %s left for a connection whose request died with its listener", rdma_event_str(ev->event));
+    }
+    /* whatever the client's channel got (REJECTED, UNREACHABLE...) was for a destroyed id: none may be left */
+    CHECK(!fd_readable(cec->fd, 0), "event left for the destroyed client id");
+    rdma_destroy_event_channel(cec);
+    rdma_destroy_event_channel(lec);
+}
+
+/*
+ * rdma_migrate_id moves "any pending events associated with the rdma_cm_id": a listener's pending
+ * connect requests go with it, and the new id lives on the channel the request is retrieved from.
+ * The old channel may then be destroyed. Before, the request stayed on the old channel, freed with
+ * it, while the new connection still pointed at it (its next event was written into freed memory).
+ */
+TEST(cm_migrate_listener_with_pending_request, 30) {
+    struct rdma_event_channel *lec = cm_channel(), *cec = cm_channel(), *ec2 = cm_channel();
+    struct rdma_cm_id *listen;
+    uint16_t port = cm_listen(lec, &listen);
+    struct qp_opts o;
+    qp_opts_default(&o);
+    struct rdma_cm_id *cid = cm_resolve(cec, test_addr(), port);
+    struct ep a;
+    memset(&a, 0, sizeof a);
+    cm_ep_setup(&a, cid, cec, &o);
+    struct rdma_conn_param cp = race_param();
+    CHECK_OK(rdma_connect(cid, &cp));
+    CHECK(fd_readable(lec->fd, TMO), "no CONNECT_REQUEST within %d ms", TMO);
+    CHECK_OK(rdma_migrate_id(listen, ec2));
+    CHECK(!fd_readable(lec->fd, 0), "the pending connect request stayed on the old channel");
+    rdma_destroy_event_channel(lec); /* no id uses it any more */
+    struct rdma_cm_event *ev = cm_expect(ec2, RDMA_CM_EVENT_CONNECT_REQUEST, TMO);
+    CHECK(ev->listen_id == listen, "listen_id");
+    struct rdma_cm_id *sid = ev->id;
+    CHECK(sid->channel == ec2, "the new id is on the channel its request came from");
+    CHECK_OK(rdma_ack_cm_event(ev));
+    struct ep b;
+    memset(&b, 0, sizeof b);
+    cm_ep_setup(&b, sid, ec2, &o);
+    CHECK_OK(rdma_accept(sid, &cp));
+    CHECK_OK(rdma_ack_cm_event(cm_expect(cec, RDMA_CM_EVENT_ESTABLISHED, TMO)));
+    CHECK_OK(rdma_ack_cm_event(cm_expect(ec2, RDMA_CM_EVENT_ESTABLISHED, TMO)));
+    /* the connection's later events arrive on the new channel too */
+    CHECK_OK(rdma_disconnect(cid));
+    ev = cm_expect(ec2, RDMA_CM_EVENT_DISCONNECTED, TMO);
+    CHECK(ev->id == sid, "DISCONNECTED id");
+    CHECK_OK(rdma_ack_cm_event(ev));
+    rdma_disconnect(sid);
+    CHECK_OK(rdma_ack_cm_event(cm_expect(cec, RDMA_CM_EVENT_DISCONNECTED, TMO)));
+    ep_destroy(&a);
+    ep_destroy(&b);
+    CHECK_OK(rdma_destroy_id(sid));
+    CHECK_OK(rdma_destroy_id(cid));
+    CHECK_OK(rdma_destroy_id(listen));
+    rdma_destroy_event_channel(ec2);
+    rdma_destroy_event_channel(cec);
+}
+
+/* the eventfd of a channel is readable exactly while an event is queued: an id destroyed with
+ * undelivered events leaves nothing behind (a blocking rdma_get_cm_event after POLLIN must not hang) */
+TEST(cm_destroyed_id_leaves_channel_quiet, 20) {
+    struct rdma_event_channel *ec = cm_channel();
+    for (int i = 0; i < 3; i++) {
+        struct rdma_cm_id *id;
+        CHECK_OK(rdma_create_id(ec, &id, NULL, RDMA_PS_TCP));
+        struct sockaddr_in sa = test_sockaddr(4791);
+        CHECK_OK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&sa, 2000));
+        CHECK(fd_readable(ec->fd, TMO), "no ADDR_RESOLVED");
+        CHECK_OK(rdma_destroy_id(id)); /* its event was never retrieved */
+        CHECK(!fd_readable(ec->fd, 50), "channel readable after its only id was destroyed (round %d)", i);
+    }
+    rdma_destroy_event_channel(ec);
+}
+
+struct held_event {
+    struct rdma_event_channel *ec;
+    volatile int got;
+    double acked_ms;
+    void *ctx_seen;
+};
+
+static void *hold_event(void *arg) {
+    struct held_event *h = arg;
+    struct rdma_cm_event *ev = NULL;
+    if (rdma_get_cm_event(h->ec, &ev)) return NULL;
+    __atomic_store_n(&h->got, 1, __ATOMIC_SEQ_CST);
+    msleep(300);
+    h->ctx_seen = ev->id->context; /* still valid: the id cannot be gone before the ack */
+    h->acked_ms = now_ms();
+    rdma_ack_cm_event(ev);
+    return NULL;
+}
+
+/*
+ * rdma_cm(7)/rdma_get_cm_event(3): "Destruction of an rdma_cm_id will block until related events
+ * have been acknowledged." A thread holding an event may use event->id until it acks; destroying
+ * the id from another thread meanwhile freed it under that thread.
+ */
+TEST(cm_destroy_id_waits_for_ack, 20) {
+    static int marker;
+    struct held_event h;
+    memset(&h, 0, sizeof h);
+    h.ec = cm_channel();
+    struct rdma_cm_id *id;
+    CHECK_OK(rdma_create_id(h.ec, &id, &marker, RDMA_PS_TCP));
+    struct sockaddr_in sa = test_sockaddr(4791);
+    CHECK_OK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&sa, 2000));
+    pthread_t t;
+    CHECK_OK(pthread_create(&t, NULL, hold_event, &h));
+    double end = now_ms() + TMO;
+    while (!__atomic_load_n(&h.got, __ATOMIC_SEQ_CST) && now_ms() < end) msleep(1);
+    CHECK(h.got, "the event thread got no event");
+    CHECK_OK(rdma_destroy_id(id));
+    double destroyed = now_ms();
+    pthread_join(t, NULL);
+    CHECK(h.ctx_seen == &marker, "event->id->context read by the event thread");
+    CHECK(destroyed >= h.acked_ms, "rdma_destroy_id returned %.0f ms before the event was acknowledged",
+          h.acked_ms - destroyed);
+    rdma_destroy_event_channel(h.ec);
+}
+
+/*
+ * The client's rdma_cm moves its QP to RTR and RTS when the REP arrives, in its own thread; the
+ * consumer destroys the QP at that moment (a connect it gave up on). The QP must not be touched
+ * after rdma_destroy_qp. Many rounds, so that the two meet (ASan reports a use after free).
+ */
+TEST(cm_destroy_qp_while_connecting, 120) {
+    struct rdma_event_channel *lec = cm_channel(), *cec = cm_channel();
+    struct rdma_cm_id *listen;
+    uint16_t port = cm_listen(lec, &listen);
+    struct qp_opts o;
+    qp_opts_default(&o);
+    struct rdma_conn_param cp = race_param();
+    int rounds = 0, est = 0;
+    double end = now_ms() + 3000;
+    while (now_ms() < end && rounds < 400) {
+        struct rdma_cm_id *cid = cm_resolve(cec, test_addr(), port);
+        struct ep a, b;
+        memset(&a, 0, sizeof a);
+        memset(&b, 0, sizeof b);
+        cm_ep_setup(&a, cid, cec, &o);
+        CHECK_OK(rdma_connect(cid, &cp));
+        struct rdma_cm_event *ev = cm_expect(lec, RDMA_CM_EVENT_CONNECT_REQUEST, TMO);
+        struct rdma_cm_id *sid = ev->id;
+        CHECK_OK(rdma_ack_cm_event(ev));
+        cm_ep_setup(&b, sid, lec, &o);
+        CHECK_OK(rdma_accept(sid, &cp)); /* REP on its way to the client's rdma_cm */
+        ep_destroy(&a);                  /* meanwhile the client destroys its QP */
+        ev = cm_next(cec, TMO);
+        CHECK(ev != NULL, "no event for the client after the accept");
+        if (ev->event == RDMA_CM_EVENT_ESTABLISHED) est++;
+        CHECK_OK(rdma_ack_cm_event(ev));
+        CHECK_OK(rdma_destroy_id(cid));
+        ep_destroy(&b);
+        CHECK_OK(rdma_destroy_id(sid));
+        rounds++;
+    }
+    LOG("%d rounds, %d with the QP moved to RTS before it was destroyed", rounds, est);
+    CHECK_OK(rdma_destroy_id(listen));
+    rdma_destroy_event_channel(cec);
+    rdma_destroy_event_channel(lec);
+}
