@@ -109,6 +109,7 @@ struct sr_cq {
 	struct sr_comp_channel *chan;
 	atomic_int ev_pending;          /* events in the channel not read yet */
 	atomic_bool zombie;             /* destroyed; freed when ev_pending drops to 0 */
+	uint32_t comp_reported;         /* events returned by ibv_get_cq_event (ibv.mutex) */
 };
 
 /* one send WQE, as copied from the ibv_send_wr at post time */

@@ -206,3 +206,63 @@ TEST(cm_destroy_qp_while_connecting, 120) {
     rdma_destroy_event_channel(cec);
     rdma_destroy_event_channel(lec);
 }
+
+struct held_cq_event {
+    struct ibv_comp_channel *ch;
+    volatile int got;
+    double acked_ms;
+    void *ctx_seen;
+};
+
+static void *hold_cq_event(void *arg) {
+    struct held_cq_event *h = arg;
+    struct ibv_cq *cq;
+    void *ctx;
+    if (ibv_get_cq_event(h->ch, &cq, &ctx)) return NULL;
+    __atomic_store_n(&h->got, 1, __ATOMIC_SEQ_CST);
+    msleep(300);
+    h->ctx_seen = cq->cq_context; /* still valid: the CQ cannot be gone before the ack */
+    h->acked_ms = now_ms();
+    ibv_ack_cq_events(cq, 1);
+    return NULL;
+}
+
+/*
+ * ibv_get_cq_event(3): "To avoid races, destroying a CQ will wait for all completion events to be
+ * acknowledged." A thread that got a completion event may use the CQ until it acks; destroying the
+ * CQ from another thread meanwhile freed it under that thread (its ibv_ack_cq_events then read
+ * freed memory).
+ */
+TEST(cq_destroy_waits_for_event_ack, 20) {
+    struct qp_opts o;
+    qp_opts_default(&o);
+    o.with_channel = 1;
+    struct pair p;
+    pair_open(&p, CONN_VERBS, &o);
+    uint8_t *a = xalloc(4096), *b = xalloc(4096);
+    struct ibv_mr *amr = reg(p.a.pd, a, 4096, LW), *bmr = reg(p.b.pd, b, 4096, LW);
+    CHECK_OK(ibv_req_notify_cq(p.b.rcq, 0));
+    struct held_cq_event h;
+    memset(&h, 0, sizeof h);
+    h.ch = p.b.ch;
+    pthread_t t;
+    CHECK_OK(pthread_create(&t, NULL, hold_cq_event, &h));
+    post_recv(p.b.qp, 1, b, 64, bmr->lkey);
+    post_send(p.a.qp, 2, IBV_WR_SEND, a, 64, amr->lkey, IBV_SEND_SIGNALED, 0, 0, 0);
+    struct ibv_wc wc = wait_wc(p.b.rcq, TMO);
+    check_wc_ok(&wc, 1, IBV_WC_RECV, p.b.qp->qp_num, 64, 0, 0);
+    wc = wait_wc(p.a.scq, TMO);
+    double end = now_ms() + TMO;
+    while (!__atomic_load_n(&h.got, __ATOMIC_SEQ_CST) && now_ms() < end) msleep(1);
+    CHECK(h.got, "no completion event");
+    CHECK_OK(ibv_destroy_qp(p.b.qp));
+    p.b.qp = NULL;
+    CHECK_OK(ibv_destroy_cq(p.b.rcq));
+    double destroyed = now_ms();
+    p.b.rcq = NULL;
+    pthread_join(t, NULL);
+    CHECK(h.ctx_seen == &p.b, "cq->cq_context read by the event thread");
+    CHECK(destroyed >= h.acked_ms, "ibv_destroy_cq returned %.0f ms before the event was acknowledged",
+          h.acked_ms - destroyed);
+    pair_close(&p);
+}
