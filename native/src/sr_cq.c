@@ -143,6 +143,8 @@ SR_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 	 * CQ until it acks; the CQ dies under ibv.mutex, which ibv_get_cq_event
 	 * holds while it checks the CQ and counts the event.
 	 */
+	/* no QP left to overrun it: unread CQ_ERR events go, returned ones must be acked */
+	sr_async_forget(ibcq->context, ibcq, &cq->async_reported, &cq->async_acked);
 	pthread_mutex_lock(&ibcq->mutex);
 	while (ibcq->comp_events_completed != cq->comp_reported)
 		pthread_cond_wait(&ibcq->cond, &ibcq->mutex);

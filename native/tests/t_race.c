@@ -266,3 +266,117 @@ TEST(cq_destroy_waits_for_event_ack, 20) {
           h.acked_ms - destroyed);
     pair_close(&p);
 }
+
+/* a QP on an SRQ moved to ERR: IBV_EVENT_QP_LAST_WQE_REACHED (IBA 11.6.3); 0 if none within 2 s */
+struct lastwqe {
+    struct dev d;
+    struct ibv_pd *pd;
+    struct ibv_cq *cq;
+    struct ibv_srq *srq;
+    struct ibv_qp *qp;
+};
+
+static int lastwqe_open(struct lastwqe *l, void *qp_context) {
+    memset(l, 0, sizeof *l);
+    dev_open(&l->d);
+    l->pd = CHECK_PTR(ibv_alloc_pd(l->d.ctx));
+    l->cq = CHECK_PTR(ibv_create_cq(l->d.ctx, 4, NULL, NULL, 0));
+    struct ibv_srq_init_attr sa;
+    memset(&sa, 0, sizeof sa);
+    sa.attr.max_wr = 4;
+    sa.attr.max_sge = 1;
+    l->srq = CHECK_PTR(ibv_create_srq(l->pd, &sa));
+    struct ibv_qp_init_attr ia;
+    memset(&ia, 0, sizeof ia);
+    ia.qp_context = qp_context;
+    ia.send_cq = ia.recv_cq = l->cq;
+    ia.srq = l->srq;
+    ia.qp_type = IBV_QPT_RC;
+    ia.cap.max_send_wr = 1;
+    ia.cap.max_send_sge = 1;
+    l->qp = CHECK_PTR(ibv_create_qp(l->pd, &ia));
+    qp_to_init(l->qp, l->d.port);
+    struct ibv_qp_attr a;
+    memset(&a, 0, sizeof a);
+    a.qp_state = IBV_QPS_ERR;
+    CHECK_OK(ibv_modify_qp(l->qp, &a, IBV_QP_STATE));
+    return fd_readable(l->d.ctx->async_fd, 2000);
+}
+
+static void lastwqe_close(struct lastwqe *l) {
+    if (l->qp) CHECK_OK(ibv_destroy_qp(l->qp));
+    CHECK_OK(ibv_destroy_srq(l->srq));
+    CHECK_OK(ibv_destroy_cq(l->cq));
+    CHECK_OK(ibv_dealloc_pd(l->pd));
+    dev_close(&l->d);
+}
+
+/*
+ * ibv_get_async_event(3): destroying an object "avoids an application retrieving an affiliated
+ * event after the corresponding object has already been destroyed". An unread event of a
+ * destroyed QP used to stay queued and named the freed QP.
+ */
+TEST(async_event_goes_with_its_qp, 20) {
+    static int marker;
+    struct lastwqe l;
+    if (!lastwqe_open(&l, &marker)) {
+        lastwqe_close(&l);
+        SKIP("no IBV_EVENT_QP_LAST_WQE_REACHED for a QP on an SRQ entering ERR");
+    }
+    CHECK_OK(ibv_destroy_qp(l.qp));
+    l.qp = NULL;
+    if (fd_readable(l.d.ctx->async_fd, 50)) {
+        struct ibv_async_event ev;
+        CHECK_OK(ibv_get_async_event(l.d.ctx, &ev));
+        LOG("left: %s, qp %p (context %p)", ibv_event_type_str(ev.event_type), (void *)ev.element.qp,
+            ev.element.qp->qp_context);
+        FAIL("async event %s of a destroyed QP still delivered", ibv_event_type_str(ev.event_type));
+    }
+    lastwqe_close(&l);
+}
+
+struct held_async {
+    struct ibv_context *ctx;
+    volatile int got;
+    double acked_ms;
+    void *ctx_seen;
+};
+
+static void *hold_async(void *arg) {
+    struct held_async *h = arg;
+    struct ibv_async_event ev;
+    if (ibv_get_async_event(h->ctx, &ev)) return NULL;
+    __atomic_store_n(&h->got, 1, __ATOMIC_SEQ_CST);
+    msleep(300);
+    h->ctx_seen = ev.element.qp->qp_context; /* still valid: the QP cannot be gone before the ack */
+    h->acked_ms = now_ms();
+    ibv_ack_async_event(&ev);
+    return NULL;
+}
+
+/* ibv_get_async_event(3): "destroying an object (CQ, SRQ or QP) will wait for all affiliated events
+ * for the object to be acknowledged" */
+TEST(qp_destroy_waits_for_async_ack, 20) {
+    static int marker;
+    struct lastwqe l;
+    if (!lastwqe_open(&l, &marker)) {
+        lastwqe_close(&l);
+        SKIP("no IBV_EVENT_QP_LAST_WQE_REACHED for a QP on an SRQ entering ERR");
+    }
+    struct held_async h;
+    memset(&h, 0, sizeof h);
+    h.ctx = l.d.ctx;
+    pthread_t t;
+    CHECK_OK(pthread_create(&t, NULL, hold_async, &h));
+    double end = now_ms() + TMO;
+    while (!__atomic_load_n(&h.got, __ATOMIC_SEQ_CST) && now_ms() < end) msleep(1);
+    CHECK(h.got, "the event thread got no async event");
+    CHECK_OK(ibv_destroy_qp(l.qp));
+    double destroyed = now_ms();
+    l.qp = NULL;
+    pthread_join(t, NULL);
+    CHECK(h.ctx_seen == &marker, "qp_context read by the event thread");
+    CHECK(destroyed >= h.acked_ms, "ibv_destroy_qp returned %.0f ms before the event was acknowledged",
+          h.acked_ms - destroyed);
+    lastwqe_close(&l);
+}
