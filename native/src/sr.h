@@ -70,9 +70,18 @@ SR_HIDDEN extern int sr_debug;
 	fprintf(stderr, "softrdma[%d]: " fmt "\n", (int)getpid(), ##__VA_ARGS__); } while (0)
 
 /* ---- objects ------------------------------------------------------------ */
+struct sr_async_rec {                  /* a queued async event (sr_device.c) */
+	struct sr_async_rec *next;
+	void *element;
+	int type;
+};
+
 struct sr_context {
 	struct verbs_context vctx;      /* must be first: ibv_context is inside */
-	int async_wfd;                  /* write end of the async event pipe */
+	int async_wfd;                  /* write end of the async event pipe (one byte per event) */
+	pthread_mutex_t async_lock;     /* the queue below, its pipe count, objects' async counters */
+	pthread_cond_t async_acked;     /* an affiliated async event was acknowledged */
+	struct sr_async_rec *async_head, *async_tail;
 	bool internal;                  /* opened by librdmacm, not counted */
 };
 
@@ -109,6 +118,8 @@ struct sr_cq {
 	struct sr_comp_channel *chan;
 	atomic_int ev_pending;          /* events in the channel not read yet */
 	atomic_bool zombie;             /* destroyed; freed when ev_pending drops to 0 */
+	uint32_t comp_reported;         /* events returned by ibv_get_cq_event (ibv.mutex) */
+	uint32_t async_reported, async_acked; /* affiliated async events (context's async_lock) */
 };
 
 /* one send WQE, as copied from the ibv_send_wr at post time */
@@ -148,6 +159,7 @@ struct sr_srq {
 	struct sr_pd *pd;
 	struct sr_rq rq;
 	uint32_t limit;                 /* armed srq_limit, 0 = disarmed */
+	uint32_t async_reported, async_acked; /* affiliated async events (context's async_lock) */
 	atomic_int users;               /* QPs attached */
 };
 
@@ -157,6 +169,7 @@ struct sr_qp {
 	struct ibv_qp ibv;
 	uint32_t magic;
 	atomic_int refs;                /* table + lookups in flight */
+	uint32_t async_reported, async_acked; /* affiliated async events (context's async_lock) */
 	pthread_mutex_t lock;           /* state, queues, PSNs */
 	pthread_mutex_t send_lock;      /* orders transmissions (taken before lock) */
 	struct sr_pd *pd;
@@ -204,6 +217,10 @@ SR_HIDDEN struct ibv_context *sr_open(bool internal);
 SR_HIDDEN uint64_t sr_now_ns(void);
 SR_HIDDEN uint64_t sr_random64(void);
 SR_HIDDEN void sr_async_event(struct ibv_context *ctx, enum ibv_event_type type, void *element);
+/* an object (QP, SRQ, CQ) is being destroyed: its unread async events are dropped, and the caller
+ * waits until those already returned by ibv_get_async_event are acknowledged */
+SR_HIDDEN void sr_async_forget(struct ibv_context *ctx, void *element, uint32_t *reported,
+				 const uint32_t *acked);
 SR_HIDDEN int sr_gid_count(void);
 SR_HIDDEN int sr_gid_get(int index, union ibv_gid *gid);
 SR_HIDDEN bool sr_gid_is_local(const union ibv_gid *gid);

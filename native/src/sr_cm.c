@@ -112,10 +112,23 @@ struct cm_id {
 	struct ibv_qp_init_attr ep_attr; /* rdma_create_ep: QP for rdma_get_request ids */
 	bool ep_has_attr;
 	struct ibv_pd *ep_pd;
+	/*
+	 * A passive id whose CONNECT_REQUEST has not been retrieved yet: nobody
+	 * knows it, its request travels with the listener (rdma_migrate_id) and
+	 * dies with it (rdma_destroy_id), and as in the kernel's ucma no other
+	 * event is reported for it (an accept just fails later).
+	 */
+	bool unclaimed;
+	/* events retrieved by rdma_get_cm_event and acknowledged (cm_lock): as in
+	 * librdmacm, rdma_destroy_id waits until every retrieved event is acked,
+	 * so a thread holding an event may still use event->id (CONNECT_REQUEST
+	 * counts for the listener, as event->listen_id) */
+	unsigned int ev_reported, ev_acked;
 	struct cm_id *all_next;
 };
 
 static pthread_mutex_t cm_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cm_acked = PTHREAD_COND_INITIALIZER; /* an event was acknowledged */
 static pthread_once_t cm_once = PTHREAD_ONCE_INIT;
 static int cm_ep = -1;
 static struct ibv_context *cm_ctx;
@@ -234,6 +247,10 @@ static void queue_event(struct cm_id *c, enum rdma_cm_event_type type, int statu
 
 	if (!ch)
 		return;
+	if (c->unclaimed && type != RDMA_CM_EVENT_CONNECT_REQUEST) {
+		cm_dbg("event %s for unclaimed id %p dropped", rdma_event_str(type), (void *)c);
+		return;
+	}
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return;
@@ -307,6 +324,12 @@ SR_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 	free(ch);
 }
 
+/* the id whose count an event is on: a CONNECT_REQUEST is the listener's, as in librdmacm */
+static struct cm_id *event_owner(struct cm_event *e)
+{
+	return (struct cm_id *)(e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST ? e->ev.listen_id : e->ev.id);
+}
+
 SR_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
 {
 	struct cm_channel *ch = to_ch(channel);
@@ -316,35 +339,65 @@ SR_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_
 		return -1;
 	}
 	for (;;) {
+		struct pollfd pfd = { .fd = ch->ch.fd, .events = POLLIN };
 		struct cm_event *e;
 		uint64_t v;
-		ssize_t n = read(ch->ch.fd, &v, sizeof(v));
+		int fl = fcntl(ch->ch.fd, F_GETFL);
 
-		if (n != sizeof(v))
+		/* blocking unless the caller made the channel's fd non-blocking */
+		if (fl < 0 || (!(fl & O_NONBLOCK) && poll(&pfd, 1, -1) < 0))
 			return -1;
+		/*
+		 * The eventfd's count is changed only under cm_lock and always
+		 * equals the number of queued events (queue_event, withdraw_events,
+		 * rdma_migrate_id): the read below never blocks, and the fd is
+		 * readable exactly when an event is queued, as the kernel's file.
+		 */
 		pthread_mutex_lock(&cm_lock);
 		e = ch->head;
 		if (e) {
+			if (read(ch->ch.fd, &v, sizeof(v)) != sizeof(v))
+				cm_dbg("event channel out of step");
 			ch->head = e->next;
 			if (!ch->head)
 				ch->tail = NULL;
+			e->next = NULL;
+			if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+				/* the new id now belongs to the consumer, on the
+				 * channel its request was delivered on */
+				struct cm_id *child = (struct cm_id *)e->ev.id;
+
+				child->unclaimed = false;
+				child->id.channel = &ch->ch;
+			}
+			event_owner(e)->ev_reported++;
 		}
 		pthread_mutex_unlock(&cm_lock);
 		if (e) {
 			*event = &e->ev;
 			return 0;
 		}
-		/* the event was withdrawn (its id was destroyed): wait for the next */
+		if (fl & O_NONBLOCK) {
+			errno = EAGAIN;
+			return -1;
+		}
+		/* another thread took the event: wait for the next */
 	}
 }
 
 SR_EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event)
 {
+	struct cm_event *e = (struct cm_event *)event;
+
 	if (!event) {
 		errno = EINVAL;
 		return -1;
 	}
-	free(event);
+	pthread_mutex_lock(&cm_lock);
+	event_owner(e)->ev_acked++;
+	pthread_cond_broadcast(&cm_acked);
+	pthread_mutex_unlock(&cm_lock);
+	free(e);
 	return 0;
 }
 
@@ -476,7 +529,12 @@ static void withdraw_events(struct cm_id *c)
 		return;
 	for (pp = &ch->head; (e = *pp);) {
 		if (e->ev.id == &c->id || e->ev.listen_id == &c->id) {
+			uint64_t v;
+
 			*pp = e->next;
+			/* the channel's count follows its queue (see rdma_get_cm_event) */
+			if (read(ch->ch.fd, &v, sizeof(v)) != sizeof(v))
+				cm_dbg("withdraw: channel out of step");
 			if (e->ev.listen_id == &c->id && e->ev.id != &c->id) {
 				/* an unclaimed connect request dies with its listener */
 				struct cm_id *child = (struct cm_id *)e->ev.id;
@@ -542,6 +600,14 @@ SR_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 	c->magic = 0;
 	if (c->sync)
 		own = c->id.channel;
+	/*
+	 * As librdmacm: wait until every event retrieved for this id has been
+	 * acknowledged; another thread may still be reading event->id (or, for a
+	 * CONNECT_REQUEST, event->listen_id). rdma_cm(7): "Destruction of an
+	 * rdma_cm_id will block until related events have been acknowledged."
+	 */
+	while (c->ev_acked != c->ev_reported)
+		pthread_cond_wait(&cm_acked, &cm_lock);
 	pthread_mutex_unlock(&cm_lock);
 	if (c->own_pd && c->id.pd && !c->id.qp)
 		ibv_dealloc_pd(c->id.pd);
@@ -572,9 +638,10 @@ SR_EXPORT int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *
 	pthread_mutex_lock(&cm_lock);
 	from = to_ch(c->id.channel);
 	to = to_ch(channel);
-	/* queued events follow the id to its new channel */
+	/* queued events follow the id to its new channel; a listener's pending
+	 * connect requests are its own events (as in the kernel's ucma) */
 	for (pp = &from->head; (e = *pp);) {
-		if (e->ev.id == &c->id) {
+		if (e->ev.id == &c->id || e->ev.listen_id == &c->id) {
 			uint64_t b;
 
 			*pp = e->next;
@@ -1050,12 +1117,13 @@ SR_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_e
 		return -1;
 	}
 	attr->cap = init.cap;
+	/* published to the CM thread (which reads id.qp under cm_lock) only when complete */
+	pthread_mutex_lock(&cm_lock);
 	c->id.qp = qp;
 	c->id.pd = pd;
-	pthread_mutex_lock(&cm_lock);
 	if (modify_qp(c, IBV_QPS_INIT)) {
-		pthread_mutex_unlock(&cm_lock);
 		c->id.qp = NULL;
+		pthread_mutex_unlock(&cm_lock);
 		ibv_destroy_qp(qp);
 		errno = EINVAL;
 		return -1;
@@ -1087,10 +1155,22 @@ SR_EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)
 {
 	struct cm_id *c = to_id(id);
 
-	if (!c || !c->id.qp)
+	struct ibv_qp *qp;
+
+	if (!c)
 		return;
-	ibv_destroy_qp(c->id.qp);
+	/*
+	 * The CM thread moves the QP (RTR/RTS on a REP, ERR when the peer goes
+	 * away) under cm_lock: the QP leaves the id under that lock before it
+	 * is destroyed, or the CM thread may modify a freed QP.
+	 */
+	pthread_mutex_lock(&cm_lock);
+	qp = c->id.qp;
 	c->id.qp = NULL;
+	pthread_mutex_unlock(&cm_lock);
+	if (!qp)
+		return;
+	ibv_destroy_qp(qp);
 	if (c->id.send_cq)
 		ibv_destroy_cq(c->id.send_cq);
 	if (c->id.send_cq_channel)
@@ -1386,6 +1466,7 @@ static void on_accept(struct cm_id *l)
 	id_link(c);
 	c->listen = l;
 	c->passive = true;
+	c->unclaimed = true;
 	c->fd = fd;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -1462,6 +1543,9 @@ static void on_msg(struct cm_id *c, struct cm_msg *m)
 			return;
 		}
 		set_state(c, CMS_REQ_RCVD);
+		/* the request goes where the listener's events go now (it may
+		 * have been migrated since the TCP connection was accepted) */
+		c->id.channel = c->listen->id.channel;
 		queue_event(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0, c->listen, m, PDATA_REQ);
 		return;
 	case MSG_REP:

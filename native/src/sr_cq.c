@@ -137,7 +137,19 @@ SR_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 	/* as the kernel: a CQ that QPs still use cannot be destroyed */
 	if (atomic_load(&cq->users))
 		return EBUSY;
+	/*
+	 * ibv_get_cq_event(3): "destroying a CQ will wait for all completion
+	 * events to be acknowledged". The thread that got an event may use the
+	 * CQ until it acks; the CQ dies under ibv.mutex, which ibv_get_cq_event
+	 * holds while it checks the CQ and counts the event.
+	 */
+	/* no QP left to overrun it: unread CQ_ERR events go, returned ones must be acked */
+	sr_async_forget(ibcq->context, ibcq, &cq->async_reported, &cq->async_acked);
+	pthread_mutex_lock(&ibcq->mutex);
+	while (ibcq->comp_events_completed != cq->comp_reported)
+		pthread_cond_wait(&ibcq->cond, &ibcq->mutex);
 	cq->magic = SR_MAGIC_DEAD;
+	pthread_mutex_unlock(&ibcq->mutex);
 	if (cq->chan)
 		atomic_fetch_sub(&cq->chan->users, 1);
 	pthread_mutex_destroy(&cq->lock);
@@ -267,6 +279,7 @@ SR_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *ibch, struct ibv_cq **cq
 	struct sr_cq *c;
 	void *p;
 	ssize_t n;
+	bool live;
 
 	if (!ibch || ch->magic != SR_MAGIC_CH || !cq || !cq_context) {
 		errno = EINVAL;
@@ -280,12 +293,19 @@ SR_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *ibch, struct ibv_cq **cq
 			return -1;
 		}
 		c = p;
+		/* the pending event keeps the memory; a live CQ counts it as reported
+		 * (ibv_destroy_cq then waits for its ack) */
+		pthread_mutex_lock(&c->ibv.mutex);
+		live = c->magic == SR_MAGIC_CQ;
+		if (live)
+			c->comp_reported++;
+		pthread_mutex_unlock(&c->ibv.mutex);
 		if (atomic_fetch_sub(&c->ev_pending, 1) == 1 && atomic_load(&c->zombie)) {
 			if (atomic_exchange(&c->zombie, false))
 				free(c);
 			continue;
 		}
-		if (c->magic == SR_MAGIC_CQ)
+		if (live)
 			break;
 	}
 	*cq = &c->ibv;
@@ -299,6 +319,6 @@ SR_EXPORT void ibv_ack_cq_events(struct ibv_cq *ibcq, unsigned int nevents)
 		return;
 	pthread_mutex_lock(&ibcq->mutex);
 	ibcq->comp_events_completed += nevents;
-	pthread_cond_signal(&ibcq->cond);
+	pthread_cond_broadcast(&ibcq->cond);
 	pthread_mutex_unlock(&ibcq->mutex);
 }

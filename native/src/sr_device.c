@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -258,6 +259,9 @@ struct ibv_context *sr_open(bool internal)
 	c->vctx.context.cmd_fd = -1;
 	c->vctx.context.async_fd = p[0];
 	c->async_wfd = p[1];
+	fcntl(p[1], F_SETFL, O_NONBLOCK); /* a full pipe drops the event (never blocks a thread) */
+	pthread_mutex_init(&c->async_lock, NULL);
+	pthread_cond_init(&c->async_acked, NULL);
 	c->vctx.context.num_comp_vectors = 1;
 	c->vctx.context.abi_compat = __VERBS_ABI_IS_EXTENDED;
 	c->vctx.context.ops.poll_cq = sr_poll_cq;
@@ -290,6 +294,14 @@ SR_EXPORT int ibv_close_device(struct ibv_context *ctx)
 		return EINVAL;
 	c = (struct sr_context *)((char *)ctx - offsetof(struct verbs_context, context));
 	ctx->abi_compat = NULL;
+	while (c->async_head) {
+		struct sr_async_rec *r = c->async_head;
+
+		c->async_head = r->next;
+		free(r);
+	}
+	pthread_mutex_destroy(&c->async_lock);
+	pthread_cond_destroy(&c->async_acked);
 	close(ctx->async_fd);
 	close(c->async_wfd);
 	pthread_mutex_destroy(&ctx->mutex);
@@ -487,47 +499,164 @@ SR_EXPORT int ibv_get_pkey_index(struct ibv_context *ctx, uint8_t port, __be16 p
 }
 
 /* ---- async events ------------------------------------------------------- */
-struct sr_async_rec {
-	void *element;
-	int type;
-};
+/*
+ * Queued in the context; the pipe carries one byte per queued record, read
+ * only under async_lock together with the record, so async_fd is readable
+ * exactly while an event is queued. Affiliated events are counted on their
+ * object: as ibv_get_async_event(3) says, "destroying an object (CQ, SRQ or
+ * QP) will wait for all affiliated events for the object to be
+ * acknowledged", and (as the kernel's uverbs) its unread events go with it.
+ */
+static struct sr_context *sr_ctx(struct ibv_context *ctx)
+{
+	return (struct sr_context *)((char *)ctx - offsetof(struct verbs_context, context));
+}
+
+/* the counters of an affiliated event's object; NULL for port and device events */
+static uint32_t *async_counters(int type, void *element, uint32_t **acked)
+{
+	switch (type) {
+	case IBV_EVENT_CQ_ERR: {
+		struct sr_cq *cq = element;
+
+		*acked = &cq->async_acked;
+		return &cq->async_reported;
+	}
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED: {
+		struct sr_srq *srq = element;
+
+		*acked = &srq->async_acked;
+		return &srq->async_reported;
+	}
+	case IBV_EVENT_PORT_ACTIVE:
+	case IBV_EVENT_PORT_ERR:
+	case IBV_EVENT_LID_CHANGE:
+	case IBV_EVENT_PKEY_CHANGE:
+	case IBV_EVENT_SM_CHANGE:
+	case IBV_EVENT_CLIENT_REREGISTER:
+	case IBV_EVENT_GID_CHANGE:
+	case IBV_EVENT_DEVICE_FATAL:
+		return NULL;
+	default: {
+		struct sr_qp *qp = element;
+
+		*acked = &qp->async_acked;
+		return &qp->async_reported;
+	}
+	}
+}
 
 void sr_async_event(struct ibv_context *ctx, enum ibv_event_type type, void *element)
 {
 	struct sr_context *c;
-	struct sr_async_rec r = { element, type };
+	struct sr_async_rec *r;
+	char b = 0;
 
 	if (!is_context(ctx))
 		return;
-	c = (struct sr_context *)((char *)ctx - offsetof(struct verbs_context, context));
-	sr_dbg("async event %s", ibv_event_type_str(type));
-	if (write(c->async_wfd, &r, sizeof(r)) != sizeof(r))
+	c = sr_ctx(ctx);
+	r = calloc(1, sizeof(*r));
+	if (!r) {
 		sr_dbg("async event dropped");
+		return;
+	}
+	r->element = element;
+	r->type = type;
+	sr_dbg("async event %s", ibv_event_type_str(type));
+	pthread_mutex_lock(&c->async_lock);
+	if (write(c->async_wfd, &b, 1) != 1) {
+		pthread_mutex_unlock(&c->async_lock);
+		free(r);
+		sr_dbg("async event dropped");
+		return;
+	}
+	if (c->async_tail)
+		c->async_tail->next = r;
+	else
+		c->async_head = r;
+	c->async_tail = r;
+	pthread_mutex_unlock(&c->async_lock);
+}
+
+/* object destroy: drop its unread events, wait for the acks of those returned */
+void sr_async_forget(struct ibv_context *ctx, void *element, uint32_t *reported, const uint32_t *acked)
+{
+	struct sr_context *c;
+	struct sr_async_rec **pp, *r;
+
+	if (!is_context(ctx))
+		return;
+	c = sr_ctx(ctx);
+	pthread_mutex_lock(&c->async_lock);
+	for (pp = &c->async_head; (r = *pp);) {
+		if (r->element == element) {
+			char b;
+
+			*pp = r->next;
+			if (read(ctx->async_fd, &b, 1) != 1)
+				sr_dbg("async queue out of step");
+			free(r);
+		} else {
+			pp = &r->next;
+		}
+	}
+	c->async_tail = NULL;
+	for (r = c->async_head; r; r = r->next)
+		c->async_tail = r;
+	while (*acked != *reported)
+		pthread_cond_wait(&c->async_acked, &c->async_lock);
+	pthread_mutex_unlock(&c->async_lock);
 }
 
 SR_EXPORT int ibv_get_async_event(struct ibv_context *ctx, struct ibv_async_event *event)
 {
-	struct sr_async_rec r;
-	ssize_t n;
+	struct sr_context *c;
+	struct sr_async_rec *r;
 
 	if (!is_context(ctx) || !event) {
 		errno = EINVAL;
 		return -1;
 	}
-	n = read(ctx->async_fd, &r, sizeof(r));
-	if (n != sizeof(r)) {
-		if (n >= 0)
-			errno = EIO;
-		return -1;
+	c = sr_ctx(ctx);
+	for (;;) {
+		struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
+		int fl = fcntl(ctx->async_fd, F_GETFL);
+
+		/* blocking unless the caller made async_fd non-blocking */
+		if (fl < 0 || (!(fl & O_NONBLOCK) && poll(&pfd, 1, -1) < 0))
+			return -1;
+		pthread_mutex_lock(&c->async_lock);
+		r = c->async_head;
+		if (r) {
+			uint32_t *acked, *rep;
+			char b;
+
+			if (read(ctx->async_fd, &b, 1) != 1)
+				sr_dbg("async queue out of step");
+			c->async_head = r->next;
+			if (!c->async_head)
+				c->async_tail = NULL;
+			rep = async_counters(r->type, r->element, &acked);
+			if (rep)
+				(*rep)++;
+		}
+		pthread_mutex_unlock(&c->async_lock);
+		if (r)
+			break;
+		if (fl & O_NONBLOCK) {
+			errno = EAGAIN;
+			return -1;
+		}
 	}
-	event->event_type = r.type;
-	switch (r.type) {
+	event->event_type = r->type;
+	switch (r->type) {
 	case IBV_EVENT_CQ_ERR:
-		event->element.cq = r.element;
+		event->element.cq = r->element;
 		break;
 	case IBV_EVENT_SRQ_ERR:
 	case IBV_EVENT_SRQ_LIMIT_REACHED:
-		event->element.srq = r.element;
+		event->element.srq = r->element;
 		break;
 	case IBV_EVENT_PORT_ACTIVE:
 	case IBV_EVENT_PORT_ERR:
@@ -535,15 +664,53 @@ SR_EXPORT int ibv_get_async_event(struct ibv_context *ctx, struct ibv_async_even
 		event->element.port_num = 1;
 		break;
 	default:
-		event->element.qp = r.element;
+		event->element.qp = r->element;
 		break;
 	}
+	free(r);
 	return 0;
 }
 
 SR_EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
 {
-	(void)event;
+	struct ibv_context *ctx;
+	uint32_t *acked;
+	void *el;
+	struct sr_context *c;
+
+	if (!event)
+		return;
+	switch (event->event_type) {
+	case IBV_EVENT_CQ_ERR:
+		el = event->element.cq;
+		ctx = el ? event->element.cq->context : NULL;
+		break;
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+		el = event->element.srq;
+		ctx = el ? event->element.srq->context : NULL;
+		break;
+	case IBV_EVENT_PORT_ACTIVE:
+	case IBV_EVENT_PORT_ERR:
+	case IBV_EVENT_LID_CHANGE:
+	case IBV_EVENT_PKEY_CHANGE:
+	case IBV_EVENT_SM_CHANGE:
+	case IBV_EVENT_CLIENT_REREGISTER:
+	case IBV_EVENT_GID_CHANGE:
+	case IBV_EVENT_DEVICE_FATAL:
+		return; /* not affiliated with an object */
+	default:
+		el = event->element.qp;
+		ctx = el ? event->element.qp->context : NULL;
+		break;
+	}
+	if (!el || !is_context(ctx) || !async_counters(event->event_type, el, &acked))
+		return;
+	c = sr_ctx(ctx);
+	pthread_mutex_lock(&c->async_lock);
+	(*acked)++;
+	pthread_cond_broadcast(&c->async_acked);
+	pthread_mutex_unlock(&c->async_lock);
 }
 
 SR_EXPORT int ibv_fork_init(void)

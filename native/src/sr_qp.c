@@ -373,6 +373,8 @@ SR_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	qp->timer_deadline_ns = 0;
 	pthread_mutex_unlock(&qp->lock);
 	pthread_mutex_unlock(&qp->send_lock);
+	/* inert: no new async event; unread ones go, returned ones must be acked */
+	sr_async_forget(qp->ibv.context, &qp->ibv, &qp->async_reported, &qp->async_acked);
 	sr_net_qp_release(qp);
 	atomic_fetch_sub(&qp->pd->users, 1);
 	atomic_fetch_sub(&qp->scq->users, 1);
@@ -820,6 +822,8 @@ SR_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 		return EINVAL;
 	if (atomic_load(&srq->users))
 		return EBUSY;
+	/* no QP left to raise its limit event: unread ones go, returned ones must be acked */
+	sr_async_forget(srq->ibv.context, &srq->ibv, &srq->async_reported, &srq->async_acked);
 	srq->magic = SR_MAGIC_DEAD;
 	atomic_fetch_sub(&srq->pd->users, 1);
 	pthread_mutex_destroy(&srq->lock);
