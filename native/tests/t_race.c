@@ -60,6 +60,11 @@ TEST(cm_unclaimed_request_dies_with_listener, 30) {
  * it, while the new connection still pointed at it (its next event was written into freed memory).
  */
 TEST(cm_migrate_listener_with_pending_request, 30) {
+    /* A documented difference (DEVICE-FAILURES.md): the kernel's ucma creates a pending request's new id on the
+     * file the listener had when the request arrived; the request moves with the listener but its id does not,
+     * so closing the old channel takes the new id along (on kernel rxe, 6.1, this sequence hangs in it). The
+     * software device moves both, which is what this test checks. */
+    if (!sr_object_count) SKIP("kernel ucma keeps a pending request's id on the listener's old channel");
     struct rdma_event_channel *lec = cm_channel(), *cec = cm_channel(), *ec2 = cm_channel();
     struct rdma_cm_id *listen;
     uint16_t port = cm_listen(lec, &listen);
