@@ -33,8 +33,10 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * The heap the event-loop threads allocate per echo once the paths are compiled: the goal is none. Echoes one
  * 64-byte message at a time (the same buffer every time, handlers that allocate nothing), so what the loop threads
  * allocate is the transport's. Counted with {@code ThreadMXBean#getThreadAllocatedBytes}, which is exact (no
- * timing): each round of echoes is measured, and the best round must stay under the bound, so one
- * deoptimisation and recompilation in a round (which allocates while it runs) does not fail the test.
+ * timing): each round of echoes is measured, and the median round must stay under the bound, so one
+ * deoptimisation and recompilation in a round (which allocates while it runs) does not fail the test, nor does
+ * C2 happening to scalar-replace an allocation in a late round hide one that the other rounds make (errno capture
+ * on the blocking path did that: 3.8 B per echo for most rounds, 0.01 once compiled differently).
  *
  * <p>Netty's leak detector is switched off for the measured rounds: at its default level it samples one buffer
  * allocation in 128 and allocates a tracking record for it (about 1-2 B per echo on average, a property of
@@ -115,11 +117,12 @@ class RdmaLoopAllocationTest {
             for (int i = 0; i < ROUNDS; i++) {
                 rounds.add(perEcho(pingPong, serverThread, clientThread));
             }
-            double best = rounds.stream().mapToDouble(Double::doubleValue).min().orElseThrow();
+            double median = rounds.stream().mapToDouble(Double::doubleValue).sorted().skip(ROUNDS / 2).findFirst()
+                    .orElseThrow();
             System.out.printf(Locale.ROOT, "%s loops, B per %d-byte echo (server + client loop threads):"
                     + " leak detector %s %s; disabled, rounds of %d: %s%n", name, SIZE, level, withDetector,
                     ECHOES, rounds.stream().map(d -> String.format(Locale.ROOT, "%.2f", d)).toList());
-            assertThat(best).as("heap allocated by the loop threads per echo (best of %s)", rounds)
+            assertThat(median).as("heap allocated by the loop threads per echo (median of %s)", rounds)
                     .isLessThan(BOUND);
             client.close().sync();
             server.close().sync();
