@@ -46,9 +46,13 @@ final class LinuxEpoll implements AutoCloseable {
     private static final MethodHandle EPOLL_CREATE1;
     private static final MethodHandle EPOLL_CTL;
     private static final MethodHandle EPOLL_WAIT;
+    // The calls made per wait and per wakeup capture no errno: a capturing downcall allocates a slice of the
+    // capture segment per call (SharedUtils.checkCaptureSegment) unless C2 scalar-replaces it, which it does not do
+    // reliably on these paths. epoll_wait asks again with the capturing handle only when it failed.
+    private static final MethodHandle EPOLL_WAIT_NO_ERRNO;
     private static final MethodHandle EVENTFD;
-    private static final MethodHandle READ;
-    private static final MethodHandle WRITE;
+    private static final MethodHandle READ_NO_ERRNO;
+    private static final MethodHandle WRITE_NO_ERRNO;
     private static final MethodHandle CLOSE;
     private static final MethodHandle FCNTL;
 
@@ -62,12 +66,14 @@ final class LinuxEpoll implements AutoCloseable {
                 FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS), errno);
         EPOLL_WAIT = linker.downcallHandle(libc.findOrThrow("epoll_wait"),
                 FunctionDescriptor.of(JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, JAVA_INT), errno);
+        EPOLL_WAIT_NO_ERRNO = linker.downcallHandle(libc.findOrThrow("epoll_wait"),
+                FunctionDescriptor.of(JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, JAVA_INT));
         EVENTFD = linker.downcallHandle(libc.findOrThrow("eventfd"),
                 FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT), errno);
-        READ = linker.downcallHandle(libc.findOrThrow("read"),
-                FunctionDescriptor.of(JAVA_LONG, JAVA_INT, ADDRESS, JAVA_LONG), errno);
-        WRITE = linker.downcallHandle(libc.findOrThrow("write"),
-                FunctionDescriptor.of(JAVA_LONG, JAVA_INT, ADDRESS, JAVA_LONG), errno);
+        READ_NO_ERRNO = linker.downcallHandle(libc.findOrThrow("read"),
+                FunctionDescriptor.of(JAVA_LONG, JAVA_INT, ADDRESS, JAVA_LONG));
+        WRITE_NO_ERRNO = linker.downcallHandle(libc.findOrThrow("write"),
+                FunctionDescriptor.of(JAVA_LONG, JAVA_INT, ADDRESS, JAVA_LONG));
         CLOSE = linker.downcallHandle(libc.findOrThrow("close"), FunctionDescriptor.of(JAVA_INT, JAVA_INT));
         FCNTL = linker.downcallHandle(libc.findOrThrow("fcntl"),
                 FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT), errno,
@@ -77,7 +83,6 @@ final class LinuxEpoll implements AutoCloseable {
     // Freed by the GC, not by close(): wakeup() may run on another thread while the loop shuts down.
     private final Arena arena = Arena.ofAuto();
     private final MemorySegment errnoState = arena.allocate(CAPTURE);
-    private final MemorySegment wakeErrnoState = arena.allocate(CAPTURE);
     private final MemorySegment events = arena.allocate(EPOLL_EVENT, MAX_EVENTS);
     private final MemorySegment one = arena.allocate(JAVA_LONG);
     private final MemorySegment drain = arena.allocate(JAVA_LONG);
@@ -118,12 +123,17 @@ final class LinuxEpoll implements AutoCloseable {
 
     /**
      * Blocks until a watched fd is readable, the eventfd is written, or {@code timeoutMillis} passes (-1 = no
-     * limit). Returns how many fds are ready; the eventfd is drained here.
+     * limit). Returns how many fds are ready; the eventfd is drained here. Allocation-free unless the wait fails.
      */
     int await(int timeoutMillis) throws IOException {
         int n;
         try {
-            n = (int) EPOLL_WAIT.invokeExact(errnoState, epollFd, events, MAX_EVENTS, timeoutMillis);
+            n = (int) EPOLL_WAIT_NO_ERRNO.invokeExact(epollFd, events, MAX_EVENTS, timeoutMillis);
+            if (n < 0) {
+                // Interrupted by a signal, or broken: the errno is gone, so look again without waiting, capturing
+                // it. An interruption does not happen again (nothing ready: 0); a broken epoll fails again.
+                n = (int) EPOLL_WAIT.invokeExact(errnoState, epollFd, events, MAX_EVENTS, 0);
+            }
         } catch (Throwable t) {
             throw new IllegalStateException(t);
         }
@@ -149,24 +159,30 @@ final class LinuxEpoll implements AutoCloseable {
         return (long) DATA.get(events, index * EPOLL_EVENT.byteSize());
     }
 
-    /** Reads the eventfd's counter back to 0 (non-blocking; nothing to read is fine). Allocation-free. */
+    /**
+     * Reads the eventfd's counter back to 0 (non-blocking; nothing to read, -1 with EAGAIN, is fine, and no other
+     * error is possible on an open eventfd with an 8-byte buffer). Allocation-free.
+     */
     private void drainEventFd() {
         try {
-            long n = (long) READ.invokeExact(errnoState, eventFd, drain, 8L);
-            assert n == 8 || (int) ERRNO.get(errnoState, 0L) == EAGAIN;
+            long n = (long) READ_NO_ERRNO.invokeExact(eventFd, drain, 8L);
+            assert n == 8 || n == -1 : n;
         } catch (Throwable t) {
             throw new IllegalStateException(t);
         }
     }
 
-    /** Makes a blocked {@link #await(int)} return. Any thread. */
+    /**
+     * Makes a blocked {@link #await(int)} return. Any thread; allocation-free. A full counter (EAGAIN) already
+     * wakes the loop; an eventfd closed meanwhile (EBADF, shutdown) has nobody left to wake.
+     */
     void wakeup() {
         if (closed) {
             return;
         }
         try {
-            long n = (long) WRITE.invokeExact(wakeErrnoState, eventFd, one, 8L);
-            assert n == 8 || (int) ERRNO.get(wakeErrnoState, 0L) == EAGAIN;
+            long n = (long) WRITE_NO_ERRNO.invokeExact(eventFd, one, 8L);
+            assert n == 8 || n == -1 : n;
         } catch (Throwable t) {
             throw new IllegalStateException(t);
         }

@@ -219,7 +219,7 @@ public final class RdmaIoHandler implements IoHandler {
         while (cmEvents) {
             CmEvent event;
             try {
-                event = cmChannel.getEvent();
+                event = cmChannel.pollEvent();
             } catch (RuntimeException e) {
                 logger.warn("rdma_get_cm_event failed", e);
                 continue;

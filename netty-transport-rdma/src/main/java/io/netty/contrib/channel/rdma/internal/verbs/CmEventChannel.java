@@ -14,10 +14,12 @@ import static java.lang.foreign.ValueLayout.ADDRESS;
 public final class CmEventChannel extends NativeObject {
     private final Arena arena = Arena.ofShared();
     private final MemorySegment eventOut = arena.allocate(ADDRESS);
+    private final MemorySegment pollfd;
     private final Map<Long, CmId> ids = new ConcurrentHashMap<>();
 
     private CmEventChannel(MemorySegment channel) {
         super("CmEventChannel", channel.reinterpret(RdmaEventChannel.SIZE));
+        pollfd = Libc.pollFd(arena, fd());
     }
 
     /** {@code rdma_create_event_channel}. */
@@ -90,6 +92,20 @@ public final class CmEventChannel extends NativeObject {
                     + " for an id this channel does not know");
         }
         return new CmEvent(event, type, id, listenId);
+    }
+
+    /**
+     * The next event if one is pending, else {@code null}, without waiting and, when none is pending, without
+     * allocating: looks with {@code poll} first (one syscall, as a failing {@code rdma_get_cm_event} is, but with
+     * no errno to capture) and calls {@link #getEvent()} only when the fd is readable (or poll failed: it reports
+     * why). For a channel in non-blocking mode, looked at often (the event loop).
+     */
+    public CmEvent pollEvent() {
+        checkOpen();
+        if (Libc.pollNow(pollfd) == 0) {
+            return null;
+        }
+        return getEvent();
     }
 
     static void ack(MemorySegment event) {

@@ -48,11 +48,17 @@ public final class CompletionChannel extends NativeObject {
     public CompletionQueue getCqEvent() {
         checkOpen();
         try {
-            int rc = (int) LibIbverbs.IBV_GET_CQ_EVENT.invokeExact(Errno.state(), pointer, cqOut, cqContextOut);
-            if (rc != 0 && Errno.last() == Errno.EAGAIN) {
-                return null;
+            // Without errno capture first (it allocates); when that fails, again with it to learn why: nothing was
+            // consumed, so the second call fails the same way (or finds an event that arrived meanwhile).
+            int rc = (int) LibIbverbs.IBV_GET_CQ_EVENT_NO_ERRNO.invokeExact(pointer, cqOut, cqContextOut);
+            if (rc != 0) {
+                MemorySegment state = Errno.state();
+                rc = (int) LibIbverbs.IBV_GET_CQ_EVENT.invokeExact(state, pointer, cqOut, cqContextOut);
+                if (rc != 0 && Errno.get(state) == Errno.EAGAIN) {
+                    return null;
+                }
+                LibIbverbs.check("ibv_get_cq_event", rc);
             }
-            LibIbverbs.check("ibv_get_cq_event", rc);
         } catch (Throwable t) {
             throw LibIbverbs.rethrow(t);
         }

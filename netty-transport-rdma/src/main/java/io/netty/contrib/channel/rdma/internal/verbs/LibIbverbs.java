@@ -56,6 +56,12 @@ final class LibIbverbs {
             FunctionDescriptor.of(JAVA_INT, ADDRESS), true);
     static final MethodHandle IBV_GET_CQ_EVENT = required("ibv_get_cq_event",
             FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS), true);
+    /**
+     * The same without errno capture, for the event loop's wait: a capturing call allocates (a slice of the
+     * capture segment, see {@link Errno}); {@link CompletionChannel#getCqEvent()} captures only after a failure.
+     */
+    static final MethodHandle IBV_GET_CQ_EVENT_NO_ERRNO = required("ibv_get_cq_event",
+            FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS), false);
     static final MethodHandle IBV_ACK_CQ_EVENTS = required("ibv_ack_cq_events",
             FunctionDescriptor.ofVoid(ADDRESS, JAVA_INT), false);
     static final MethodHandle IBV_CREATE_CQ = required("ibv_create_cq",

@@ -26,6 +26,9 @@ final class Libc {
     private static final MethodHandle POLL = Downcalls.LINKER.downcallHandle(
             Downcalls.LINKER.defaultLookup().find("poll").orElseThrow(),
             FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, JAVA_INT), CAPTURE);
+    private static final MethodHandle POLL_NO_ERRNO = Downcalls.LINKER.downcallHandle(
+            Downcalls.LINKER.defaultLookup().find("poll").orElseThrow(),
+            FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, JAVA_INT));
 
     private Libc() {
     }
@@ -38,6 +41,26 @@ final class Libc {
             LibIbverbs.check("fcntl(F_GETFL)", flags < 0 ? -1 : 0);
             int updated = nonBlocking ? flags | O_NONBLOCK : flags & ~O_NONBLOCK;
             LibIbverbs.check("fcntl(F_SETFL)", (int) FCNTL.invokeExact(state, fd, F_SETFL, updated));
+        } catch (Throwable t) {
+            throw LibIbverbs.rethrow(t);
+        }
+    }
+
+    /** A {@code struct pollfd} for {@link #pollNow} that asks whether {@code fd} is readable. */
+    static MemorySegment pollFd(Arena arena, int fd) {
+        MemorySegment pollfd = arena.allocate(8, 4);
+        pollfd.set(JAVA_INT, 0, fd);
+        pollfd.set(JAVA_SHORT, 4, POLLIN);
+        return pollfd;
+    }
+
+    /**
+     * {@code poll} without waiting and without errno capture (allocation-free): {@code > 0} if the fd is readable
+     * or in error ({@code revents} is not looked at), 0 if not, {@code < 0} if poll failed (errno unknown).
+     */
+    static int pollNow(MemorySegment pollfd) {
+        try {
+            return (int) POLL_NO_ERRNO.invokeExact(pollfd, 1L, 0);
         } catch (Throwable t) {
             throw LibIbverbs.rethrow(t);
         }
