@@ -5,6 +5,7 @@ import io.netty.contrib.channel.rdma.testsuite.TestAddress;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
+import java.lang.management.ManagementFactory;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -36,6 +37,13 @@ final class ChildJvm implements AutoCloseable {
         List<String> command = new ArrayList<>(prefix);
         command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
         command.add("--enable-native-access=ALL-UNNAMED");
+        // the parent's VM tuning (the rxe guest runs C1-only with the serial collector: under emulation a JVM
+        // with C2 and G1 starts many times slower)
+        for (String arg : ManagementFactory.getRuntimeMXBean().getInputArguments()) {
+            if (arg.startsWith("-XX:")) {
+                command.add(arg);
+            }
+        }
         command.add("-Dio.netty.contrib.rdma.libraryPath="
                 + System.getProperty("io.netty.contrib.rdma.libraryPath", "bundled"));
         command.add("-D" + TestAddress.PROPERTY + "=" + TestAddress.host());
@@ -74,6 +82,28 @@ final class ChildJvm implements AutoCloseable {
         }
         reader.join(10_000);
         return process.exitValue();
+    }
+
+    /**
+     * For a failed wait: whether the child still runs, what it printed, and, if it runs, its threads
+     * ({@code jcmd PID Thread.print}), so that a child that hangs says where.
+     */
+    String diagnose() {
+        StringBuilder sb = new StringBuilder("child pid ").append(process.pid())
+                .append(process.isAlive() ? " still running" : " exited with " + process.exitValue())
+                .append("; its output: ").append(output());
+        if (process.isAlive()) {
+            try {
+                Process jcmd = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "jcmd").toString(),
+                        String.valueOf(process.pid()), "Thread.print").redirectErrorStream(true).start();
+                String dump = new String(jcmd.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+                jcmd.waitFor(60, TimeUnit.SECONDS);
+                sb.append("\nits threads:\n").append(dump);
+            } catch (IOException | InterruptedException e) {
+                sb.append("; no thread dump: ").append(e);
+            }
+        }
+        return sb.toString();
     }
 
     /** Every output line so far, for assertion messages. */

@@ -68,7 +68,7 @@ class TwoNamespaceEchoTest {
         try (ChildJvm server = ChildJvm.start(List.of("ip", "netns", "exec", serverNs), EchoServerProcess.class,
                 SERVER_ADDRESS)) {
             String line = server.awaitLine("PORT ", 60);
-            assertThat(line).as("the server's PORT line (output: %s)", server.output()).isNotNull();
+            assertThat(line).as(() -> "the server's PORT line; " + server.diagnose()).isNotNull();
             String port = line.substring(5).trim();
             try (ChildJvm client = ChildJvm.start(List.of("ip", "netns", "exec", clientNs),
                     EchoClientProcess.class, SERVER_ADDRESS, port)) {

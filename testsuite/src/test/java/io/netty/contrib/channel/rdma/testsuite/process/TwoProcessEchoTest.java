@@ -30,7 +30,7 @@ class TwoProcessEchoTest {
     void echoAcrossTwoJvms() throws Exception {
         try (ChildJvm server = ChildJvm.start(List.of(), EchoServerProcess.class)) {
             String line = server.awaitLine("PORT ", 150);
-            assertThat(line).as("the server's PORT line").isNotNull();
+            assertThat(line).as(() -> "the server's PORT line; " + server.diagnose()).isNotNull();
             int port = Integer.parseInt(line.substring(5).trim());
 
             EchoClientProcess.echo(TestAddress.host(), port);
@@ -47,7 +47,7 @@ class TwoProcessEchoTest {
         EventLoopGroup group = new MultiThreadIoEventLoopGroup(1, RdmaIoHandler.newFactory());
         try (ChildJvm server = ChildJvm.start(List.of(), EchoServerProcess.class)) {
             String line = server.awaitLine("PORT ", 150);
-            assertThat(line).as("the server's PORT line").isNotNull();
+            assertThat(line).as(() -> "the server's PORT line; " + server.diagnose()).isNotNull();
             int port = Integer.parseInt(line.substring(5).trim());
             CompletableFuture<Void> echoed = new CompletableFuture<>();
             Channel client = new Bootstrap().group(group).channel(RdmaChannel.class)
