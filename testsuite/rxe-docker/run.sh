@@ -135,7 +135,7 @@ boot() { # starts qemu in the background; its pid goes to $W/qemu.pid
   printf 'ENGINE_DIR=%s\nSTOP_AFTER=%s\n' "$ENGINE" "${RXE_DOCKER_TIMEOUT:-1800}" > "$W/share/guest.env"
   # No KVM here: TCG. The only NIC is qemu's user-mode one with restrict=on (the guest reaches nothing);
   # its one forward makes the engine's port 2375 the host's 127.0.0.1:$PORT.
-  setsid timeout "$(( ${RXE_DOCKER_TIMEOUT:-1800} + 60 ))" qemu-system-x86_64 -accel tcg,thread=multi -cpu max \
+  setsid timeout "$(( ${RXE_DOCKER_TIMEOUT:-1800} + 60 ))" qemu-system-x86_64 -accel "tcg,thread=${RDMA_RXE_TCG_THREAD:-single}" -cpu max \
     -smp 2 -m "${RXE_DOCKER_MEM:-6144}" -nographic -no-reboot \
     -nic "user,model=virtio-net-pci,restrict=on,hostfwd=tcp:127.0.0.1:$PORT-:2375" \
     -kernel "$vmlinuz" -initrd "$W/initramfs.cpio.gz" \

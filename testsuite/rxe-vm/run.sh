@@ -171,7 +171,7 @@ boot() {
   kernel_image=$(ls "$kernel_dir"/boot/vmlinuz-* | head -1)
   # No KVM: the machines this runs on either have none or one a stock kernel cannot boot on, so TCG.
   # -nic none: the guest has no network device at all; its RDMA traffic stays inside it.
-  timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 -accel tcg,thread=multi -cpu max \
+  timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 -accel "tcg,thread=${RDMA_RXE_TCG_THREAD:-single}" -cpu max \
     -m "${RDMA_RXE_VM_MEM:-4096}" -smp "${RDMA_RXE_VM_CPUS:-2}" -nographic -no-reboot -nic none \
     -kernel "$kernel_image" -initrd "$initramfs" \
     -append "console=ttyS0 quiet panic=-1 rxevm.script=$here/guest.sh rxevm.out=$out" \
