@@ -60,7 +60,6 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
     private IoRegistration ioRegistration;
     private RdmaIoHandler.Registration registration;
     private final ConnectParameters acceptedPeer;
-    private final MemorySegment acceptedPeerBytes;
 
     private boolean open = true;
     private boolean active;
@@ -89,16 +88,14 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
         super(null);
         config = new RdmaChannelConfig(this, RdmaDevices.defaultAllocator());
         acceptedPeer = null;
-        acceptedPeerBytes = null;
     }
 
     /** A channel accepted by {@code parent}: its rdma_cm id and the parameters the client offered. */
-    RdmaChannel(RdmaServerChannel parent, CmId cmId, byte[] peerParameters) {
+    RdmaChannel(RdmaServerChannel parent, CmId cmId, ConnectParameters peerParameters) {
         super(parent);
         config = new RdmaChannelConfig(this, RdmaDevices.defaultAllocator());
         this.cmId = cmId;
-        this.acceptedPeerBytes = MemorySegment.ofArray(peerParameters);
-        this.acceptedPeer = new ConnectParameters().wrap(acceptedPeerBytes);
+        this.acceptedPeer = peerParameters;
         this.local = cmId.localAddress();
         this.remote = cmId.remoteAddress();
     }
@@ -276,13 +273,10 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
         cmId.migrate(handler.cmChannel());
         cmId.attach(unsafe());
         try {
-            acceptedPeer.validate((int) acceptedPeerBytes.byteSize());
-            connection = new RdmaConnection(registration.id(), eventLoop(), handler, cmId,
-                    RdmaDevices.of(cmId.verbs()), config);
+            connection = new RdmaConnection(registration, eventLoop(), cmId, RdmaDevices.of(cmId.verbs()), config);
             connection.start(acceptedPeer);
         } catch (RuntimeException e) {
-            reject(e instanceof ProtocolException ? RejectReason.REASON_INVALID_PARAMETERS
-                    : RejectReason.REASON_NO_RESOURCES);
+            reject(e instanceof ProtocolException p ? p.rejectReason() : RejectReason.REASON_NO_RESOURCES);
             throw e;
         }
         cmId.accept(ConnParam.of(connectParameters()));
@@ -451,8 +445,7 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
     }
 
     private void connectQueuePair() {
-        connection = new RdmaConnection(registration.id(), eventLoop(), registration.handler(), cmId,
-                RdmaDevices.of(cmId.verbs()), config);
+        connection = new RdmaConnection(registration, eventLoop(), cmId, RdmaDevices.of(cmId.verbs()), config);
         cmId.connect(ConnParam.of(connectParameters()));
     }
 
@@ -462,14 +455,9 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
         }
         established = true;
         if (acceptedPeer == null) {
-            byte[] data = event.privateData();
             ConnectParameters peer;
             try {
-                if (data.length < ConnectParameters.LENGTH) {
-                    throw new ProtocolException("the peer accepted with " + data.length
-                            + " bytes of connect parameters: not a netty-transport-rdma peer");
-                }
-                peer = new ConnectParameters().wrap(MemorySegment.ofArray(data)).validate(data.length);
+                peer = ConnectParameters.parse(event.privateData());
             } catch (ProtocolException e) {
                 failConnect(new ConnectException("connection to " + requestedRemoteAddress + " failed: "
                         + e.getMessage()));

@@ -1,5 +1,6 @@
 package io.netty.contrib.channel.rdma;
 
+import io.netty.contrib.channel.rdma.internal.protocol.ConnectParameters;
 import io.netty.buffer.ByteBufAllocator;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.DefaultChannelConfig;
@@ -34,16 +35,19 @@ import static io.netty.util.internal.ObjectUtil.checkPositiveOrZero;
  * was written before it) and {@code SO_REUSEADDR}.
  */
 public final class RdmaChannelConfig extends DefaultChannelConfig implements SocketChannelConfig {
-    static final int DEFAULT_RECEIVE_BUFFER_COUNT = 64;
-    static final int DEFAULT_RECEIVE_BUFFER_SIZE = 8192;
-    static final int DEFAULT_RING_SIZE = 4 << 20;
-    static final int DEFAULT_SEND_QUEUE_DEPTH = 256;
+    static final int DEFAULT_RECEIVE_CREDITS = 64;
+    /** Credits a connection starts with (or {@link RdmaChannelOption#RECEIVE_CREDITS} if fewer). */
+    static final int INITIAL_RECEIVE_CREDITS = 4;
+    static final int DEFAULT_RECEIVE_SLOT_SIZE = 8192;
+    static final int DEFAULT_RING_SIZE = 1 << 20;
+    static final int DEFAULT_SEND_QUEUE_DEPTH = 128;
     static final int DEFAULT_MAX_INLINE_DATA = 128;
     static final int DEFAULT_RESOLVE_TIMEOUT_MILLIS = 2000;
 
     private volatile boolean allowHalfClosure;
-    private volatile int receiveBufferCount = DEFAULT_RECEIVE_BUFFER_COUNT;
-    private volatile int receiveBufferSize = DEFAULT_RECEIVE_BUFFER_SIZE;
+    private volatile int receiveCredits = DEFAULT_RECEIVE_CREDITS;
+    private volatile int receiveSlotSize = DEFAULT_RECEIVE_SLOT_SIZE;
+    private volatile boolean receiveZeroCopy;
     private volatile int ringSize = DEFAULT_RING_SIZE;
     private volatile int sendQueueDepth = DEFAULT_SEND_QUEUE_DEPTH;
     private volatile int maxInlineData = DEFAULT_MAX_INLINE_DATA;
@@ -62,8 +66,8 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
     @Override
     public Map<ChannelOption<?>, Object> getOptions() {
         return getOptions(super.getOptions(), SO_RCVBUF, SO_SNDBUF, TCP_NODELAY, SO_KEEPALIVE, SO_REUSEADDR,
-                SO_LINGER, IP_TOS, ALLOW_HALF_CLOSURE, RdmaChannelOption.RECEIVE_BUFFER_COUNT,
-                RdmaChannelOption.RECEIVE_BUFFER_SIZE, RdmaChannelOption.RING_SIZE,
+                SO_LINGER, IP_TOS, ALLOW_HALF_CLOSURE, RdmaChannelOption.RECEIVE_CREDITS,
+                RdmaChannelOption.RECEIVE_SLOT_SIZE, RdmaChannelOption.RING_SIZE, RdmaChannelOption.RECEIVE_ZERO_COPY,
                 RdmaChannelOption.SEND_QUEUE_DEPTH, RdmaChannelOption.MAX_INLINE_DATA,
                 RdmaChannelOption.RESOLVE_TIMEOUT_MILLIS);
     }
@@ -95,11 +99,14 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
         if (option == ALLOW_HALF_CLOSURE) {
             return (T) Boolean.valueOf(isAllowHalfClosure());
         }
-        if (option == RdmaChannelOption.RECEIVE_BUFFER_COUNT) {
-            return (T) Integer.valueOf(getReceiveBufferCount());
+        if (option == RdmaChannelOption.RECEIVE_CREDITS) {
+            return (T) Integer.valueOf(getReceiveCredits());
         }
-        if (option == RdmaChannelOption.RECEIVE_BUFFER_SIZE) {
-            return (T) Integer.valueOf(getRdmaReceiveBufferSize());
+        if (option == RdmaChannelOption.RECEIVE_SLOT_SIZE) {
+            return (T) Integer.valueOf(getReceiveSlotSize());
+        }
+        if (option == RdmaChannelOption.RECEIVE_ZERO_COPY) {
+            return (T) Boolean.valueOf(isReceiveZeroCopy());
         }
         if (option == RdmaChannelOption.RING_SIZE) {
             return (T) Integer.valueOf(getRingSize());
@@ -135,10 +142,12 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
             setTrafficClass((Integer) value);
         } else if (option == ALLOW_HALF_CLOSURE) {
             setAllowHalfClosure((Boolean) value);
-        } else if (option == RdmaChannelOption.RECEIVE_BUFFER_COUNT) {
-            setReceiveBufferCount((Integer) value);
-        } else if (option == RdmaChannelOption.RECEIVE_BUFFER_SIZE) {
-            setRdmaReceiveBufferSize((Integer) value);
+        } else if (option == RdmaChannelOption.RECEIVE_CREDITS) {
+            setReceiveCredits((Integer) value);
+        } else if (option == RdmaChannelOption.RECEIVE_SLOT_SIZE) {
+            setReceiveSlotSize((Integer) value);
+        } else if (option == RdmaChannelOption.RECEIVE_ZERO_COPY) {
+            setReceiveZeroCopy((Boolean) value);
         } else if (option == RdmaChannelOption.RING_SIZE) {
             setRingSize((Integer) value);
         } else if (option == RdmaChannelOption.SEND_QUEUE_DEPTH) {
@@ -153,23 +162,40 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
         return true;
     }
 
-    public int getReceiveBufferCount() {
-        return receiveBufferCount;
+    public int getReceiveCredits() {
+        return receiveCredits;
     }
 
-    /** @see RdmaChannelOption#RECEIVE_BUFFER_COUNT */
-    public RdmaChannelConfig setReceiveBufferCount(int receiveBufferCount) {
-        this.receiveBufferCount = checkInRange(receiveBufferCount, 4, 16384, "receiveBufferCount");
+    /** @see RdmaChannelOption#RECEIVE_CREDITS */
+    public RdmaChannelConfig setReceiveCredits(int receiveCredits) {
+        this.receiveCredits = checkInRange(receiveCredits, ConnectParameters.MIN_RECV_CREDITS,
+                ConnectParameters.MAX_RECV_CREDITS, "receiveCredits");
         return this;
     }
 
-    public int getRdmaReceiveBufferSize() {
-        return receiveBufferSize;
+    /** The credits a connection starts with. */
+    int getInitialReceiveCredits() {
+        return Math.min(INITIAL_RECEIVE_CREDITS, receiveCredits);
     }
 
-    /** @see RdmaChannelOption#RECEIVE_BUFFER_SIZE */
-    public RdmaChannelConfig setRdmaReceiveBufferSize(int receiveBufferSize) {
-        this.receiveBufferSize = checkInRange(receiveBufferSize, 64, 1 << 20, "receiveBufferSize");
+    public int getReceiveSlotSize() {
+        return receiveSlotSize;
+    }
+
+    /** @see RdmaChannelOption#RECEIVE_SLOT_SIZE */
+    public RdmaChannelConfig setReceiveSlotSize(int receiveSlotSize) {
+        this.receiveSlotSize = checkInRange(receiveSlotSize, ConnectParameters.MIN_RECV_BUFFER_SIZE,
+                ConnectParameters.MAX_RECV_BUFFER_SIZE, "receiveSlotSize");
+        return this;
+    }
+
+    public boolean isReceiveZeroCopy() {
+        return receiveZeroCopy;
+    }
+
+    /** @see RdmaChannelOption#RECEIVE_ZERO_COPY */
+    public RdmaChannelConfig setReceiveZeroCopy(boolean receiveZeroCopy) {
+        this.receiveZeroCopy = receiveZeroCopy;
         return this;
     }
 
@@ -179,7 +205,7 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
 
     /** @see RdmaChannelOption#RING_SIZE */
     public RdmaChannelConfig setRingSize(int ringSize) {
-        checkInRange(ringSize, 0, 1 << 30, "ringSize");
+        checkInRange(ringSize, 0, ConnectParameters.MAX_RING_SIZE, "ringSize");
         if (ringSize % 4096 != 0) {
             throw new IllegalArgumentException("ringSize: " + ringSize + " (expected: a multiple of 4096)");
         }

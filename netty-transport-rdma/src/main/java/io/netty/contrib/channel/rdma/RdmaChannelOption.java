@@ -8,24 +8,38 @@ import io.netty.channel.ChannelOption;
  */
 public final class RdmaChannelOption<T> extends ChannelOption<T> {
     /**
-     * Receive buffers posted for each connection: the number of SENDs (and ring writes) the peer may have in
-     * flight before it must wait for credit. Default 64.
+     * The most receive credits a connection grants its peer: SENDs (and ring writes) it may have in flight before
+     * it must wait. Receive buffers come from the event loop's shared receive queue: a connection starts with
+     * {@value RdmaChannelConfig#INITIAL_RECEIVE_CREDITS} credits (or this many if fewer) and its grant doubles,
+     * up to this, while its peer keeps using it all. Default 64.
      */
-    public static final ChannelOption<Integer> RECEIVE_BUFFER_COUNT = valueOf(RdmaChannelOption.class,
-            "RECEIVE_BUFFER_COUNT");
+    public static final ChannelOption<Integer> RECEIVE_CREDITS = valueOf(RdmaChannelOption.class,
+            "RECEIVE_CREDITS");
 
     /**
-     * Bytes of each posted receive buffer. Writes up to this size (less the 8-byte message header) travel as one
-     * SEND; larger ones go by RDMA WRITE WITH IMMEDIATE into the peer's receive ring. Default 8192.
+     * Bytes of each receive slot of the shared receive queue. Writes up to this size (less the 8-byte message
+     * header) travel as one SEND; larger ones go by RDMA WRITE WITH IMMEDIATE into the peer's receive ring, or as
+     * several SENDs while the peer offers no ring. Default 8192.
      */
-    public static final ChannelOption<Integer> RECEIVE_BUFFER_SIZE = valueOf(RdmaChannelOption.class,
-            "RECEIVE_BUFFER_SIZE");
+    public static final ChannelOption<Integer> RECEIVE_SLOT_SIZE = valueOf(RdmaChannelOption.class,
+            "RECEIVE_SLOT_SIZE");
 
     /**
-     * Bytes of each connection's receive ring, the only memory the peer may write remotely (its own memory
-     * region and rkey). 0 sends everything by SEND. Default 4 MiB.
+     * Bytes of the receive ring a connection offers its peer while large messages flow: registered when the peer
+     * has a write larger than a receive slot waiting, given back after a second without writes. The ring is the
+     * only memory the peer may write remotely. 0 never offers one (everything by SEND). Default 1 MiB.
      */
     public static final ChannelOption<Integer> RING_SIZE = valueOf(RdmaChannelOption.class, "RING_SIZE");
+
+    /**
+     * Hand ring writes to the pipeline as buffers over the receive ring itself, without a copy. Only for trusted
+     * peers, at two costs: the peer can rewrite bytes the application still holds (the ring is its to write), and
+     * held buffers pin the ring (when they pin half of it, a new ring is registered and the old one lives until
+     * its last buffer is released). Off by default: every message is copied into a buffer of the channel's
+     * {@link ChannelOption#ALLOCATOR} and its space returned at once.
+     */
+    public static final ChannelOption<Boolean> RECEIVE_ZERO_COPY = valueOf(RdmaChannelOption.class,
+            "RECEIVE_ZERO_COPY");
 
     /** Work requests the send queue holds: an upper bound of writes in flight. Default 256. */
     public static final ChannelOption<Integer> SEND_QUEUE_DEPTH = valueOf(RdmaChannelOption.class,

@@ -4,63 +4,57 @@ import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelOutboundBuffer;
 import io.netty.channel.EventLoop;
 import io.netty.channel.FileRegion;
-import io.netty.contrib.channel.rdma.internal.memory.ExternalRegion;
-import io.netty.contrib.channel.rdma.internal.memory.MemoryRegistrationException;
 import io.netty.contrib.channel.rdma.internal.memory.RegisteredBuffer;
 import io.netty.contrib.channel.rdma.internal.memory.RegisteredMemoryPool;
 import io.netty.contrib.channel.rdma.internal.protocol.ConnectParameters;
 import io.netty.contrib.channel.rdma.internal.protocol.Immediate;
 import io.netty.contrib.channel.rdma.internal.protocol.MessageHeader;
 import io.netty.contrib.channel.rdma.internal.protocol.ProtocolException;
-import io.netty.contrib.channel.rdma.internal.protocol.RingReleases;
+import io.netty.contrib.channel.rdma.internal.protocol.ReceiveWindow;
 import io.netty.contrib.channel.rdma.internal.protocol.SendWindow;
 import io.netty.contrib.channel.rdma.internal.verbs.CmId;
-import io.netty.contrib.channel.rdma.internal.verbs.IbvAccessFlags;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvSendFlags;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvWcOpcode;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvWcStatus;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvWrOpcode;
-import io.netty.contrib.channel.rdma.internal.verbs.MemoryRegion;
 import io.netty.contrib.channel.rdma.internal.verbs.ProtectionDomain;
 import io.netty.contrib.channel.rdma.internal.verbs.QpInitAttributes;
 import io.netty.contrib.channel.rdma.internal.verbs.QueuePair;
-import io.netty.contrib.channel.rdma.internal.verbs.RecvWorkRequests;
 import io.netty.contrib.channel.rdma.internal.verbs.SendWorkRequests;
-import io.netty.contrib.channel.rdma.internal.verbs.VerbsException;
 import io.netty.contrib.channel.rdma.internal.verbs.WorkCompletions;
+import io.netty.util.concurrent.ScheduledFuture;
 import io.netty.util.internal.logging.InternalLogger;
 import io.netty.util.internal.logging.InternalLoggerFactory;
 
 import java.io.EOFException;
 import java.io.IOException;
-import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
 import java.nio.channels.WritableByteChannel;
-import java.util.concurrent.RejectedExecutionException;
-import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.TimeUnit;
 
 /**
- * One connection's data path (docs/PROTOCOL.md): its queue pair, the receive buffers and receive ring it
- * offers the peer, the credits the peer offered, and the sends in flight. Loop-thread confined.
+ * One connection's data path (docs/PROTOCOL.md): its queue pair, the credits it granted the peer on the loop's
+ * shared receive queue ({@link QueueGroup}, {@link ReceiveWindow}), the receive ring it offers while large
+ * messages flow ({@link ReceiveRing}), the credits the peer offered ({@link SendWindow}), and the sends in flight.
+ * Loop-thread confined.
  *
- * <p>A ring write is handed to the reader as a buffer over the ring itself (no copy) while the buffers the reader
- * holds cover at most half of the ring; its space goes back to the writer when the buffer is released. Ring space
- * returns in ring order, so a buffer the reader keeps (an aggregator waiting for more) would pin everything after
- * it: when held buffers pin half the ring, this side registers a new ring, announces it (RING message) and retires
- * the old one, which is freed once its last buffer is released. While a retired ring lives, ring writes are copied
- * into buffers of the channel's allocator and their space is given back at once, as SENDs always are. So a reader
- * that holds what it got never stalls the writer, and holds at most one extra ring. Data the channel does not read
- * yet (auto-read off) stays where it landed and its credit is returned only when it is read: the peer then runs
- * out of credit, which is the backpressure.
+ * <p>Every message is copied into a buffer of the channel's allocator when it is delivered, and its receive slot
+ * or ring space goes back at once: nothing the peer writes later can change what the application holds, and a
+ * reader that keeps what it got never holds the peer's credit. With {@link RdmaChannelOption#RECEIVE_ZERO_COPY}
+ * a ring write is handed over as a buffer over the ring itself while the buffers the reader holds cover at most
+ * half of it; when held buffers pin half the ring, this side registers a new ring and retires the old one, freed
+ * once its last buffer is released. Data the channel does not read yet (auto-read off) stays where it landed and
+ * its credit is returned only when it is read: the peer then runs out of credit, which is the backpressure.
  */
-final class RdmaConnection {
+final class RdmaConnection implements ReceiveRing.Owner {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaConnection.class);
-    /** Work requests prepared before one {@code ibv_post_send}. */
-    private static final int SEND_BATCH = 32;
     /** Every this many sends one is signalled; the last of each batch always is. */
     private static final int SIGNAL_INTERVAL = 16;
-    private static final int PAGE = 4096;
+    /** A ring that received nothing for this long (and holds nothing) is given back. */
+    private static final long RING_IDLE_MILLIS = 1000;
+    /** Addresses of receive slots and rings, read without a segment per message. */
+    private static final MemorySegment ALL_MEMORY = MemorySegment.NULL.reinterpret(Long.MAX_VALUE);
 
     /** Where received bytes go: the channel. */
     interface Inbound {
@@ -81,44 +75,47 @@ final class RdmaConnection {
     }
 
     private final int channelId;
-    private final RdmaIoHandler.DeviceQueue deviceQueue;
-    private final int cqEntries;
+    private final RdmaIoHandler handler;
+    private final QueueGroup group;
     private final RdmaByteBufAllocator alloc;
     private final RegisteredMemoryPool pool;
+    private final ProtectionDomain pd;
     private final EventLoop loop;
-    private final Arena arena = Arena.ofShared();
     final QueuePair qp;
 
-    // Receive side: buffers posted for the peer's SENDs (and ring writes), and the ring it may write.
-    private final int recvCount;
-    private final int recvSize;
-    private final MemorySegment recvMemory;
-    private final MemoryRegion recvMr;
-    private final RecvWorkRequests recvWrs;
-    private int repostCount;
-    private int owedRecvCredits;
-    /** Receive credits the peer holds as far as this side knows: granted, minus messages received since. */
-    private int peerRecvCredits;
-    private final ProtectionDomain pd;
+    // Receive side: credits granted on the shared receive queue, and the ring the peer may write while it has one.
+    private final ReceiveWindow credits;
+    private final int slotSize;
     private final int ringSize;
+    private final boolean zeroCopy;
     /** The ring the peer writes to now; null when this side offers none. */
-    private Ring ring;
+    private ReceiveRing ring;
     /** The ring before it, while buffers over it are held or writes to it may still land; else null. */
-    private Ring retired;
-    /** The peer may still write to {@link #retired}: no write to {@link #ring} has arrived yet. */
+    private ReceiveRing retired;
+    /** The peer may still write to {@link #retired}: it has not yet confirmed the RING that replaced it. */
     private boolean retiredMayReceive;
+    /** The immediate's generation bit of writes to the ring offered now (flips with every RING sent). */
+    private boolean generation;
+    /** The peer has a large write waiting and this side offers no ring: offer one. */
+    private boolean ringWanted;
+    /** The ring received nothing for a while: withdraw it. */
+    private boolean ringIdle;
+    private ScheduledFuture<?> ringCheck;
+    private long ringArrivalsAtCheck;
+    /** Why the last ring registration failed, if it did; no more rings are offered. */
+    private RuntimeException ringFailure;
     private boolean creditFlushScheduled;
     private final Runnable creditFlush = () -> {
         creditFlushScheduled = false;
         flushReceives();
     };
-    // Received, not yet read: recv slots in arrival order, with what each holds.
+    // Received, not yet read: slots in arrival order, with what each holds.
     private final int[] pendingSlots;
     private final byte[] pendingKind;
     private final long[] pendingAddress;
     private final int[] pendingLength;
     private final long[] pendingRingSeq;
-    private final Ring[] pendingRing;
+    private final ReceiveRing[] pendingRing;
     private int pendingHead;
     private int pendingCount;
     private static final byte KIND_DATA = 1;
@@ -130,10 +127,11 @@ final class RdmaConnection {
     // Send side.
     private final int sqDepth;
     private final int maxInline;
+    private final ByteBuf headerBuf;
     private final MemorySegment headers;
-    private final MemoryRegion headerMr;
-    private final SendWorkRequests sendWrs = new SendWorkRequests(SEND_BATCH, 2);
-    private final int[] batchFlags = new int[SEND_BATCH];
+    private final int headerLkey;
+    private final SendWorkRequests sendWrs;
+    private final int[] batchFlags;
     private int batchCount;
     private final ByteBuf[] inflight;
     private long postedSeq;
@@ -145,87 +143,75 @@ final class RdmaConnection {
     private int peerMaxSend;
     private int maxRingWrite;
     private boolean peerRingGeneration;
-    /** Why the last ring switch failed, if it did (registration refused); kept for diagnosis. */
-    private RuntimeException switchFailure;
+    /** This side took a RING message of the peer and has not told it yet ({@link MessageHeader#FLAG_RING_SEEN}). */
+    private boolean ringSeenOwed;
     private final MessageHeader header = new MessageHeader();
     /** Part of a FileRegion read and waiting for credit to be sent. */
     private ByteBuf fileChunk;
     private boolean released;
+    private boolean joined;
 
-    RdmaConnection(int channelId, EventLoop loop, RdmaIoHandler handler, CmId id, RdmaDevices.Device device,
+    RdmaConnection(RdmaIoHandler.Registration registration, EventLoop loop, CmId id, RdmaDevices.Device device,
                    RdmaChannelConfig config) {
-        this.channelId = channelId;
+        this.channelId = registration.id();
+        this.handler = registration.handler();
         this.loop = loop;
         this.alloc = device.allocator();
         this.pool = alloc.pool();
-        var pd = device.pd();
-        this.recvCount = config.getReceiveBufferCount();
-        this.peerRecvCredits = recvCount;
-        this.recvSize = config.getRdmaReceiveBufferSize();
+        this.pd = device.pd();
+        this.slotSize = config.getReceiveSlotSize();
         this.sqDepth = config.getSendQueueDepth();
-        this.pd = pd;
         this.ringSize = config.getRingSize();
-        this.cqEntries = sqDepth + recvCount;
-        this.deviceQueue = handler.deviceQueue(id.verbs(), cqEntries);
+        this.zeroCopy = config.isReceiveZeroCopy();
+        int initialCredits = config.getInitialReceiveCredits();
+        int maxCredits = config.getReceiveCredits();
+        this.credits = new ReceiveWindow(initialCredits, maxCredits);
+        this.sendWrs = handler.sendWorkRequests();
+        this.batchFlags = handler.batchFlags();
+        this.group = handler.queueGroup(device, slotSize, sqDepth, initialCredits);
+        joined = true;
+        pendingSlots = new int[maxCredits];
+        pendingKind = new byte[maxCredits];
+        pendingAddress = new long[maxCredits];
+        pendingLength = new int[maxCredits];
+        pendingRingSeq = new long[maxCredits];
+        pendingRing = new ReceiveRing[maxCredits];
+        inflight = new ByteBuf[sqDepth];
+        ByteBuf h = null;
+        QueuePair q = null;
         boolean ok = false;
         try {
-            recvMemory = touched(arena.allocate((long) recvCount * recvSize, PAGE));
-            recvMr = register(pd, recvMemory, IbvAccessFlags.LOCAL_WRITE, "a connection's receive buffers");
             // One header per send slot, then the payload of the one RING message that can be in flight.
-            headers = arena.allocate((long) sqDepth * MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD, PAGE);
-            headerMr = register(pd, headers, IbvAccessFlags.LOCAL_WRITE, "a connection's message headers");
-            ring = ringSize > 0 ? Ring.create(this, false) : null;
-            qp = id.createQp(pd, new QpInitAttributes(deviceQueue.cq, deviceQueue.cq, null, sqDepth, recvCount,
-                    2, 1, config.getMaxInlineData(), false));
-            maxInline = qp.maxInlineData();
-            recvWrs = new RecvWorkRequests(recvCount, 1);
-            inflight = new ByteBuf[sqDepth];
-            pendingSlots = new int[recvCount];
-            pendingKind = new byte[recvCount];
-            pendingAddress = new long[recvCount];
-            pendingLength = new int[recvCount];
-            pendingRingSeq = new long[recvCount];
-            pendingRing = new Ring[recvCount];
-            for (int slot = 0; slot < recvCount; slot++) {
-                recvWrs.set(slot, WrId.encode(channelId, WrId.RECV, slot), recvMr, (long) slot * recvSize, recvSize);
+            int headerBytes = sqDepth * MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD;
+            h = alloc.directBuffer(headerBytes, headerBytes);
+            long lkey = RegisteredBuffer.lkey(h, pool);
+            if (lkey == RegisteredBuffer.NOT_REGISTERED) {
+                throw new IllegalStateException("the pool of " + alloc + " handed out unregistered memory");
             }
-            try {
-                qp.postRecv(recvWrs, 0, recvCount);
-            } catch (RuntimeException e) {
-                qp.close();
-                throw e;
-            }
+            headerLkey = (int) lkey;
+            headers = MemorySegment.ofAddress(h.memoryAddress()).reinterpret(headerBytes);
+            q = id.createQp(pd, new QpInitAttributes(group.cq, group.cq, group.srq, sqDepth, 0, 2, 0,
+                    config.getMaxInlineData(), false));
+            maxInline = q.maxInlineData();
+            handler.bindQueuePair(q.qpNum(), registration);
             ok = true;
         } finally {
+            headerBuf = h;
+            qp = q;
             if (!ok) {
                 release();
             }
         }
     }
 
-    /** Registers {@code memory}; a failure names the locked-memory limit, the usual cause. */
-    private static MemoryRegion register(ProtectionDomain pd, MemorySegment memory, int access, String what) {
-        try {
-            return pd.registerMemory(memory, access);
-        } catch (VerbsException e) {
-            throw MemoryRegistrationException.of(what, memory.byteSize(), e);
-        }
-    }
-
-    private static MemorySegment touched(MemorySegment segment) {
-        // Pages must exist before registration: copy-on-write after it would silently break the mapping.
-        segment.fill((byte) 0);
-        return segment;
-    }
-
     /** Writes what this side offers the peer. */
     void writeConnectParameters(MemorySegment out) {
         new ConnectParameters().wrap(out).writeHeader()
-                .ringAddress(ring == null ? 0 : ring.mr.addr())
-                .ringRkey(ring == null ? 0 : ring.mr.rkey())
-                .ringSize(ring == null ? 0 : (int) ring.mr.length())
-                .recvCredits(recvCount)
-                .recvBufferSize(recvSize);
+                .ringAddress(0)
+                .ringRkey(0)
+                .ringSize(0)
+                .recvCredits(credits.outstanding())
+                .recvBufferSize(slotSize);
     }
 
     /** Takes what the peer offered; sending may start. */
@@ -250,88 +236,126 @@ final class RdmaConnection {
      * @throws IOException on an error completion or a protocol violation
      */
     void received(WorkCompletions wcs, int i) throws IOException {
-        int status = wcs.status(i);
         int slot = WrId.slot(wcs.wrId(i));
-        if (status != IbvWcStatus.SUCCESS) {
-            throw new IOException("RDMA receive failed: " + IbvWcStatus.name(status));
-        }
-        if (slot >= recvCount) {
-            throw new ProtocolException("receive completion for unknown slot " + slot);
-        }
-        int opcode = wcs.opcode(i);
-        peerRecvCredits--;
-        if (opcode == IbvWcOpcode.RECV_RDMA_WITH_IMM) {
-            int immediate = wcs.immData(i);
-            Ring r = ringOf(immediate);
-            long seq = r.releases.arrive(immediate);
-            enqueue(slot, KIND_RING, r.memory.address() + r.releases.lastOffset(), Immediate.length(immediate), seq, r);
-            return;
-        }
-        if (opcode != IbvWcOpcode.RECV) {
-            throw new ProtocolException("unexpected receive completion opcode " + opcode);
-        }
-        int length = wcs.byteLen(i);
-        long offset = (long) slot * recvSize;
-        header.wrap(recvMemory, offset).validate(length);
-        if (window != null) {
-            window.grant(header.recvCredits(), header.ringCredits());
-        }
-        switch (header.type()) {
-            case MessageHeader.TYPE_DATA -> enqueue(slot, KIND_DATA,
-                    recvMemory.address() + offset + MessageHeader.LENGTH, length - MessageHeader.LENGTH, -1, null);
-            case MessageHeader.TYPE_SHUTDOWN -> enqueue(slot, KIND_SHUTDOWN, 0, 0, -1, null);
-            case MessageHeader.TYPE_RING -> {
-                peerRingSwitched(header);
-                repost(slot);
+        long address = group.address(slot);
+        boolean queued = false;
+        try {
+            int status = wcs.status(i);
+            if (status != IbvWcStatus.SUCCESS) {
+                throw new IOException("RDMA receive failed: " + IbvWcStatus.name(status)
+                        + (status == IbvWcStatus.LOC_LEN_ERR ? " (the peer sent more than a receive slot of "
+                        + slotSize + " bytes)" : ""));
             }
-            default -> repost(slot);
+            credits.consumed();
+            int opcode = wcs.opcode(i);
+            if (opcode == IbvWcOpcode.RECV_RDMA_WITH_IMM) {
+                int immediate = wcs.immData(i);
+                int length = Immediate.length(immediate);
+                if (length != wcs.byteLen(i)) {
+                    throw new ProtocolException("ring write of " + wcs.byteLen(i) + " bytes announced "
+                            + length + " in its immediate");
+                }
+                ReceiveRing r = ringOf(immediate);
+                long seq = r.releases.arrive(immediate);
+                r.arrivals++;
+                enqueue(slot, KIND_RING, r.memory.address() + r.releases.lastOffset(), length, seq, r);
+                queued = true;
+                return;
+            }
+            if (opcode != IbvWcOpcode.RECV) {
+                throw new ProtocolException("unexpected receive completion opcode " + opcode);
+            }
+            int length = wcs.byteLen(i);
+            header.wrap(ALL_MEMORY, address).validate(length);
+            if (window != null) {
+                window.grant(header.recvCredits(), header.ringCredits());
+            }
+            int flags = header.flags();
+            if ((flags & MessageHeader.FLAG_RING_SEEN) != 0) {
+                peerLeftRetiredRing();
+            }
+            if ((flags & MessageHeader.FLAG_WANTS_RING) != 0 && ring == null && ringSize > 0 && ringFailure == null) {
+                ringWanted = true;
+            }
+            switch (header.type()) {
+                case MessageHeader.TYPE_DATA -> {
+                    enqueue(slot, KIND_DATA, address + MessageHeader.LENGTH, length - MessageHeader.LENGTH, -1, null);
+                    queued = true;
+                }
+                case MessageHeader.TYPE_SHUTDOWN -> {
+                    enqueue(slot, KIND_SHUTDOWN, 0, 0, -1, null);
+                    queued = true;
+                }
+                case MessageHeader.TYPE_RING -> peerRingSwitched(header);
+                default -> {
+                    // CREDIT: nothing to deliver
+                }
+            }
+        } finally {
+            if (!queued && !released) {
+                freeSlot(slot);
+            }
         }
+    }
+
+    /** The slot of a message is free again; its credit is owed to the peer. */
+    private void freeSlot(int slot) {
+        group.release(slot);
+        credits.freed();
     }
 
     /** The ring a write with this immediate landed in. */
-    private Ring ringOf(int immediate) {
-        if (ring == null) {
-            throw new ProtocolException("peer wrote into a receive ring this side did not offer");
-        }
-        boolean generation = Immediate.generation(immediate);
-        if (generation == ring.generation) {
+    private ReceiveRing ringOf(int immediate) {
+        boolean gen = Immediate.generation(immediate);
+        if (ring != null && gen == ring.generation) {
             if (retiredMayReceive) {
                 // Writes come in order: nothing more will land in the retired ring.
-                retiredMayReceive = false;
-                unrefRetired();
+                peerLeftRetiredRing();
             }
             return ring;
         }
-        if (retiredMayReceive) {
+        if (retiredMayReceive && gen == retired.generation) {
             return retired;
         }
-        throw new ProtocolException("ring write of generation " + generation + " after the switch to a new ring");
+        throw new ProtocolException("ring write of generation " + (gen ? 1 : 0)
+                + (ring == null ? " while this side offers no ring" : " after the switch to a new ring"));
     }
 
-    /** The peer replaced its receive ring: later writes go there. */
+    /** Nothing more will land in the retired ring: drop the connection's reference. */
+    private void peerLeftRetiredRing() {
+        if (retiredMayReceive) {
+            retiredMayReceive = false;
+            unrefRing(retired);
+        }
+    }
+
+    /** The peer replaced or withdrew its receive ring: later writes go there, or by SEND. */
     private void peerRingSwitched(MessageHeader header) {
         if (window == null) {
             throw new ProtocolException("RING message before the connection was established");
         }
         long size = header.ringSize();
-        if (size > Integer.MAX_VALUE) {
-            throw new ProtocolException("RING message announces a ring of " + size + " bytes");
-        }
         window.switchRing(size);
         peerRingAddress = header.ringAddress();
         peerRingRkey = header.ringRkey();
         maxRingWrite = (int) (size / 4);
         peerRingGeneration = !peerRingGeneration;
+        ringSeenOwed = true;
     }
 
-    private void enqueue(int slot, byte kind, long address, int length, long ringSeq, Ring r) {
-        int at = (pendingHead + pendingCount++) % recvCount;
+    private void enqueue(int slot, byte kind, long address, int length, long ringSeq, ReceiveRing r) {
+        // The window bounds what can be queued: every queued message used a credit.
+        int at = (pendingHead + pendingCount++) % pendingSlots.length;
         pendingSlots[at] = slot;
         pendingKind[at] = kind;
         pendingAddress[at] = address;
         pendingLength[at] = length;
         pendingRingSeq[at] = ringSeq;
         pendingRing[at] = r;
+        if (r != null) {
+            // Queued bytes keep their ring alive, also when it retires before they are read.
+            r.refs.incrementAndGet();
+        }
     }
 
     boolean hasPending() {
@@ -347,8 +371,8 @@ final class RdmaConnection {
         while (!released && pendingCount > 0 && (pendingKind[pendingHead] == KIND_SHUTDOWN || inbound.reading())) {
             int at = pendingHead;
             byte kind = pendingKind[at];
-            Ring r = pendingRing[at];
-            if (kind == KIND_RING && r == ring && retired == null && switchFailure == null
+            ReceiveRing r = pendingRing[at];
+            if (kind == KIND_RING && zeroCopy && r == ring && retired == null
                     && r.held + r.releases.span(pendingRingSeq[at]) <= r.size / 2) {
                 deliverRingBuffer(inbound, at);
                 delivered++;
@@ -369,7 +393,7 @@ final class RdmaConnection {
                     continue;
                 }
             }
-            pendingHead = (pendingHead + 1) % recvCount;
+            pendingHead = (pendingHead + 1) % pendingSlots.length;
             pendingCount--;
             try {
                 if (kind == KIND_SHUTDOWN) {
@@ -379,10 +403,13 @@ final class RdmaConnection {
             } finally {
                 pendingRing[at] = null;
                 if (!released) {
-                    if (kind == KIND_RING || kind == KIND_RING_COPY) {
+                    if (r != null) {
                         r.releases.release(pendingRingSeq[at]);
                     }
-                    repost(pendingSlots[at]);
+                    freeSlot(pendingSlots[at]);
+                }
+                if (r != null) {
+                    unrefRing(r);
                 }
             }
         }
@@ -391,21 +418,18 @@ final class RdmaConnection {
 
     /** Hands the ring write queued at {@code at} to the reader as a buffer over the ring. */
     private void deliverRingBuffer(Inbound inbound, int at) {
-        long seq = pendingRingSeq[at];
-        int slot = pendingSlots[at];
-        Ring r = pendingRing[at];
+        ReceiveRing r = pendingRing[at];
         pendingRing[at] = null;
-        pendingHead = (pendingHead + 1) % recvCount;
+        pendingHead = (pendingHead + 1) % pendingSlots.length;
         pendingCount--;
-        r.held += r.releases.span(seq);
-        r.refs.incrementAndGet();
-        ByteBuf buf = alloc.leakAware(r.buffer(alloc, pendingAddress[at] - r.memory.address(), pendingLength[at], seq));
-        repost(slot);
+        ByteBuf buf = r.heldBuffer(alloc, pendingAddress[at], pendingLength[at], pendingRingSeq[at]);
+        freeSlot(pendingSlots[at]);
+        unrefRing(r);
         inbound.buffer(buf);
     }
 
-    /** The reader released a buffer over {@code r} (loop thread). */
-    private void ringBufferReleased(Ring r, long seq) {
+    @Override
+    public void ringBufferReleased(ReceiveRing r, long seq) {
         if (!released) {
             r.held -= r.releases.span(seq);
             r.releases.release(seq);
@@ -415,164 +439,41 @@ final class RdmaConnection {
                 loop.execute(creditFlush);
             }
         }
+        unrefRing(r);
+    }
+
+    /** Drops a reference to {@code r}; a retired ring nobody references any more is forgotten. */
+    private void unrefRing(ReceiveRing r) {
         r.unref();
         if (r == retired && r.refs.get() == 0) {
             retired = null;
         }
     }
 
-    private void unrefRetired() {
-        retired.unref();
-        if (retired.refs.get() == 0) {
-            retired = null;
-        }
-    }
-
-    /** Held buffers pin half of the ring: give the peer a new one, so it can go on writing. */
-    private boolean ringSwitchDue() {
-        return ring != null && retired == null && ring.held > 0 && ring.releases.pinned() >= ring.size / 2;
-    }
-
-    /** Registers a new ring and announces it; the current one retires. Needs send room and a credit. */
-    private void switchRing() {
-        Ring next;
-        try {
-            next = Ring.create(this, !ring.generation);
-        } catch (RuntimeException e) {
-            // Without a new ring the writer waits until the reader releases what it holds.
-            window.releaseUnused();
-            switchFailure = e;
-            logger.warn("could not register a new receive ring of {} bytes; buffers over the current one that the "
-                    + "reader holds now stall the writer until they are released, and ring writes are copied from "
-                    + "now on", ringSize, e);
-            return;
-        }
-        int i = batchCount;
-        int slot = slotOf(postedSeq + i);
-        int recvCredits = Math.min(owedRecvCredits, MessageHeader.MAX_RECV_CREDITS);
-        owedRecvCredits -= recvCredits;
-        peerRecvCredits += recvCredits;
-        long payload = (long) sqDepth * MessageHeader.LENGTH;
-        header.wrap(headers, (long) slot * MessageHeader.LENGTH).write(MessageHeader.TYPE_RING, recvCredits, 0);
-        header.wrap(headers, payload - MessageHeader.LENGTH)
-                .writeRing(next.mr.addr(), next.mr.rkey(), (int) next.size);
-        sendWrs.set(i, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.SEND, 0);
-        sendWrs.sge(i, 0, headerMr, (long) slot * MessageHeader.LENGTH, MessageHeader.LENGTH);
-        sendWrs.sge(i, 1, headerMr, payload, MessageHeader.RING_PAYLOAD);
-        sendWrs.numSge(i, 2);
-        batchFlags[i] = MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD <= maxInline ? IbvSendFlags.INLINE : 0;
-        batchCount++;
-        postBatch();
-        retired = ring;
-        retiredMayReceive = true;
-        ring = next;
-    }
-
-    /**
-     * The receive ring: this connection's own memory region, the only one a peer may write remotely. It stays
-     * registered and allocated until the connection and every buffer handed out over it have let go.
-     */
-    private final class Ring extends ExternalRegion {
-        final Arena arena;
-        final MemorySegment memory;
-        final MemoryRegion mr;
-        final long size;
-        final RingReleases releases;
-        /** The immediate's generation bit of writes into this ring. */
-        final boolean generation;
-        /** Ring bytes under buffers the reader holds (loop thread). */
-        long held;
-        /**
-         * The connection's reference (while current or while writes may still land) plus one per buffer held.
-         * Atomic only for buffers released after the loop stopped.
-         */
-        final AtomicInteger refs = new AtomicInteger(1);
-
-        private Ring(Arena arena, MemorySegment memory, MemoryRegion mr, boolean generation) {
-            super(memory, mr.lkey(), pool);
-            this.arena = arena;
-            this.memory = memory;
-            this.mr = mr;
-            this.size = memory.byteSize();
-            this.releases = new RingReleases(size, recvCount);
-            this.generation = generation;
-        }
-
-        static Ring create(RdmaConnection c, boolean generation) {
-            Arena arena = Arena.ofShared();
-            try {
-                MemorySegment memory = touched(arena.allocate(c.ringSize, PAGE));
-                MemoryRegion mr = register(c.pd, memory, IbvAccessFlags.LOCAL_WRITE | IbvAccessFlags.REMOTE_WRITE,
-                        "a connection's receive ring");
-                return c.new Ring(arena, memory, mr, generation);
-            } catch (RuntimeException e) {
-                arena.close();
-                throw e;
-            }
-        }
-
-        void unref() {
-            if (refs.decrementAndGet() == 0) {
-                try {
-                    mr.close();
-                } finally {
-                    arena.close();
-                }
-            }
-        }
-
-        @Override
-        protected void released(long seq) {
-            if (loop.inEventLoop()) {
-                ringBufferReleased(this, seq);
-                return;
-            }
-            try {
-                loop.execute(() -> ringBufferReleased(this, seq));
-            } catch (RejectedExecutionException e) {
-                // The loop has stopped, and with it the connection: only the memory is left to free.
-                unref();
-            }
-        }
-    }
-
-    private void repost(int slot) {
-        recvWrs.set(repostCount++, WrId.encode(channelId, WrId.RECV, slot), recvMr, (long) slot * recvSize,
-                recvSize);
-        owedRecvCredits++;
-    }
-
-    /** Posts the receives freed since the last call, and a CREDIT message if the peer needs one. */
+    /** Posts a CREDIT or RING message if the peer needs one. */
     void flushReceives() {
-        if (released) {
+        if (released || window == null || batchCount != 0) {
             return;
         }
-        if (repostCount > 0) {
-            int n = repostCount;
-            repostCount = 0;
-            qp.postRecv(recvWrs, 0, n);
-        }
-        if (window != null && batchCount == 0 && switchFailure == null && ringSwitchDue() && sqRoom() > 0
+        if (sqRoom() > 0 && !retiredMayReceive && (ringOfferDue() || ringIdle && ring != null || ringSwitchDue())
                 && window.tryAcquireCreditMessage()) {
-            switchRing();
+            offerRing();
         }
-        if (window != null && batchCount == 0 && creditsDue() && sqRoom() > 0
-                && window.tryAcquireCreditMessage()) {
+        if (creditsDue() && sqRoom() > 0 && window.tryAcquireCreditMessage()) {
             prepareHeaderOnly(MessageHeader.TYPE_CREDIT);
             postBatch();
         }
     }
 
     /**
-     * Whether to send a CREDIT message now, with no DATA going out to carry the credits. When half of the peer's
-     * grant is owed; or when the peer may be unable to write because it is down to its reserve (it needs more than
-     * that for data) or its free ring space, as this side knows it, is under half the ring (a write takes at most a
-     * quarter plus a skipped tail of at most a quarter). Without the latter two, two peers that both write only
-     * ring writes (which carry no credits) could each wait for the other's CREDIT.
+     * Whether to send a CREDIT message now, with no DATA going out to carry the credits: when the receive window
+     * says so, when this side owes the peer a {@link MessageHeader#FLAG_RING_SEEN}, or when the peer may be unable
+     * to write for want of ring space: its free ring space, as this side knows it, is under half the ring (a write
+     * takes at most a quarter plus a skipped tail of at most a quarter). Without the latter, two peers that both
+     * write only ring writes (which carry no credits) could each wait for the other's CREDIT.
      */
     private boolean creditsDue() {
-        if (owedRecvCredits >= Math.max(1, recvCount / 2)
-                || owedRecvCredits > 0 && peerRecvCredits <= SendWindow.RESERVED_RECV_CREDITS) {
+        if (ringSeenOwed || credits.due() && group.room() > 0) {
             return true;
         }
         if (ring == null) {
@@ -582,6 +483,82 @@ final class RdmaConnection {
         return owed >= ring.size / 2 || owed > 0 && ring.releases.pinned() + owed >= ring.size / 2;
     }
 
+    private boolean ringOfferDue() {
+        return ringWanted && ring == null && ringFailure == null;
+    }
+
+    /** Held buffers pin half of the ring (zero-copy delivery): give the peer a new one, so it can go on writing. */
+    private boolean ringSwitchDue() {
+        return ring != null && retired == null && ringFailure == null && ring.held > 0
+                && ring.releases.pinned() >= ring.size / 2;
+    }
+
+    /**
+     * Sends RING: a new ring (asked for, or replacing one pinned by held buffers), or none (the ring was idle).
+     * The current ring retires. Needs send room and a credit, taken by the caller.
+     */
+    private void offerRing() {
+        ReceiveRing next = null;
+        if (!ringIdle) {
+            try {
+                next = ReceiveRing.create(pd, ringSize, !generation, pendingSlots.length, alloc, loop, this);
+            } catch (RuntimeException e) {
+                // Without a ring, large messages go on by SEND (or wait for held buffers to be released).
+                window.releaseUnused();
+                ringFailure = e;
+                ringWanted = false;
+                logger.warn("could not register a receive ring of {} bytes: large messages go on as SENDs of {} "
+                        + "bytes", ringSize, slotSize, e);
+                return;
+            }
+        }
+        int i = batchCount;
+        int slot = slotOf(postedSeq + i);
+        int flags = ringSeenFlag();
+        int recvCredits = grantedCredits();
+        long payload = (long) sqDepth * MessageHeader.LENGTH;
+        header.wrap(headers, (long) slot * MessageHeader.LENGTH).write(MessageHeader.TYPE_RING, flags, recvCredits, 0);
+        header.wrap(headers, payload - MessageHeader.LENGTH).writeRing(next == null ? 0 : next.mr.addr(),
+                next == null ? 0 : next.mr.rkey(), next == null ? 0 : (int) next.size);
+        sendWrs.set(i, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.SEND, 0);
+        sendWrs.sgeAddress(i, 0, headers.address() + (long) slot * MessageHeader.LENGTH, MessageHeader.LENGTH,
+                headerLkey);
+        sendWrs.sgeAddress(i, 1, headers.address() + payload, MessageHeader.RING_PAYLOAD, headerLkey);
+        sendWrs.numSge(i, 2);
+        batchFlags[i] = MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD <= maxInline ? IbvSendFlags.INLINE : 0;
+        batchCount++;
+        postBatch();
+        if (ring != null) {
+            // A ring retired before, still alive under held buffers, frees itself when they are released.
+            retired = ring;
+            retiredMayReceive = true;
+        }
+        generation = !generation;
+        ring = next;
+        ringWanted = false;
+        ringIdle = false;
+        if (next != null && ringCheck == null) {
+            ringCheck = loop.scheduleAtFixedRate(this::checkRingIdle, RING_IDLE_MILLIS, RING_IDLE_MILLIS,
+                    TimeUnit.MILLISECONDS);
+        } else if (next == null && ringCheck != null) {
+            ringCheck.cancel(false);
+            ringCheck = null;
+        }
+    }
+
+    /** A ring that received nothing since the last look and holds nothing is withdrawn: memory follows traffic. */
+    private void checkRingIdle() {
+        ReceiveRing r = ring;
+        if (released || r == null) {
+            return;
+        }
+        if (r.arrivals == ringArrivalsAtCheck && r.releases.outstanding() == 0 && r.held == 0) {
+            ringIdle = true;
+            flushReceives();
+        }
+        ringArrivalsAtCheck = r.arrivals;
+    }
+
     // ---------------------------------------------------------------- send
 
     private int sqRoom() {
@@ -589,8 +566,8 @@ final class RdmaConnection {
     }
 
     /**
-     * Posts as much of {@code in}'s flushed data as credits and the send queue allow, in one doorbell per
-     * {@value #SEND_BATCH} work requests.
+     * Posts as much of {@code in}'s flushed data as credits and the send queue allow, in one doorbell per batch of
+     * work requests.
      *
      * @return {@code true} when everything flushed was posted
      */
@@ -613,7 +590,7 @@ final class RdmaConnection {
                     in.remove();
                     continue;
                 }
-                if (batchCount == SEND_BATCH) {
+                if (batchCount == sendWrs.capacity()) {
                     postBatch();
                 }
                 if (sqRoom() <= 0) {
@@ -627,7 +604,8 @@ final class RdmaConnection {
                     }
                 } else {
                     chunk = Math.min(readable, peerMaxSend);
-                    if (!prepareSend(buf, chunk)) {
+                    // A write larger than a slot and no ring to write it to: ask for one.
+                    if (!prepareSend(buf, chunk, readable > peerMaxSend ? MessageHeader.FLAG_WANTS_RING : 0)) {
                         return false;
                     }
                 }
@@ -673,14 +651,14 @@ final class RdmaConnection {
             fileChunk = chunk;
         }
         int length = fileChunk.readableBytes();
-        if (batchCount == SEND_BATCH) {
+        if (batchCount == sendWrs.capacity()) {
             postBatch();
         }
         if (sqRoom() <= 0) {
             return false;
         }
         boolean prepared = length > peerMaxSend && maxRingWrite > 0 ? prepareRingWrite(fileChunk, length)
-                : prepareSend(fileChunk, length);
+                : prepareSend(fileChunk, length, 0);
         if (!prepared) {
             return false;
         }
@@ -720,19 +698,19 @@ final class RdmaConnection {
         }
     }
 
-    private boolean prepareSend(ByteBuf buf, int length) {
+    private boolean prepareSend(ByteBuf buf, int length, int flags) {
         if (!window.tryAcquireMessage()) {
             return false;
         }
         int i = batchCount;
         int slot = slotOf(postedSeq + i);
-        writeHeader(slot, MessageHeader.TYPE_DATA);
-        int flags = length + MessageHeader.LENGTH <= maxInline ? IbvSendFlags.INLINE : 0;
+        writeHeader(slot, MessageHeader.TYPE_DATA, flags);
         sendWrs.set(i, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.SEND, 0);
-        sendWrs.sge(i, 0, headerMr, (long) slot * MessageHeader.LENGTH, MessageHeader.LENGTH);
+        sendWrs.sgeAddress(i, 0, headers.address() + (long) slot * MessageHeader.LENGTH, MessageHeader.LENGTH,
+                headerLkey);
         payloadSge(i, 1, slot, buf, length);
         sendWrs.numSge(i, 2);
-        batchFlags[i] = flags;
+        batchFlags[i] = length + MessageHeader.LENGTH <= maxInline ? IbvSendFlags.INLINE : 0;
         batchCount++;
         return true;
     }
@@ -795,20 +773,37 @@ final class RdmaConnection {
     private void prepareHeaderOnly(byte type) {
         int i = batchCount;
         int slot = slotOf(postedSeq + i);
-        writeHeader(slot, type);
+        writeHeader(slot, type, 0);
         sendWrs.set(i, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.SEND, 0);
-        sendWrs.sge(i, 0, headerMr, (long) slot * MessageHeader.LENGTH, MessageHeader.LENGTH);
+        sendWrs.sgeAddress(i, 0, headers.address() + (long) slot * MessageHeader.LENGTH, MessageHeader.LENGTH,
+                headerLkey);
         sendWrs.numSge(i, 1);
         batchFlags[i] = MessageHeader.LENGTH <= maxInline ? IbvSendFlags.INLINE : 0;
         batchCount++;
     }
 
-    private void writeHeader(int slot, byte type) {
-        int recvCredits = Math.min(owedRecvCredits, MessageHeader.MAX_RECV_CREDITS);
-        owedRecvCredits -= recvCredits;
-        peerRecvCredits += recvCredits;
+    private void writeHeader(int slot, byte type, int flags) {
+        int recvCredits = grantedCredits();
         long ringCredits = ring == null ? 0 : ring.releases.takeOwed();
-        header.wrap(headers, (long) slot * MessageHeader.LENGTH).write(type, recvCredits, (int) ringCredits);
+        header.wrap(headers, (long) slot * MessageHeader.LENGTH)
+                .write(type, flags | ringSeenFlag(), recvCredits, (int) ringCredits);
+    }
+
+    /** Credits to put in the next header: committed on the shared receive queue (posted before the send goes). */
+    private int grantedCredits() {
+        int n = credits.take(group.room());
+        if (n > 0) {
+            group.commit(n);
+        }
+        return n;
+    }
+
+    private int ringSeenFlag() {
+        if (ringSeenOwed) {
+            ringSeenOwed = false;
+            return MessageHeader.FLAG_RING_SEEN;
+        }
+        return 0;
     }
 
     private void postBatch() {
@@ -825,6 +820,8 @@ final class RdmaConnection {
             sendWrs.sendFlags(i, flags);
         }
         batchCount = 0;
+        // The receives behind the credits these messages grant must be posted before the peer can use them.
+        group.flush();
         qp.postSend(sendWrs, 0, n);
         postedSeq += n;
     }
@@ -843,7 +840,8 @@ final class RdmaConnection {
         released(wcs, i);
         int status = wcs.status(i);
         if (status != IbvWcStatus.SUCCESS) {
-            throw new IOException("RDMA send failed: " + IbvWcStatus.name(status));
+            throw new IOException("RDMA send failed: " + IbvWcStatus.name(status)
+                    + (status == IbvWcStatus.REM_ACCESS_ERR ? " (the peer refused a write into its ring)" : ""));
         }
     }
 
@@ -864,12 +862,10 @@ final class RdmaConnection {
 
     @Override
     public String toString() {
-        return "RdmaConnection{window=" + window + ", posted=" + postedSeq + ", completed=" + completedSeq
-                + ", batch=" + batchCount + ", pending=" + pendingCount + ", owedRecv=" + owedRecvCredits
-                + ", peerRecvCredits=" + peerRecvCredits
-                + (ring == null ? "" : ", ring{held=" + ring.held + ", pinned=" + ring.releases.pinned() + ", owed="
-                        + ring.releases.owed() + ", outstanding=" + ring.releases.outstanding() + '}')
-                + ", retired=" + (retired != null) + ", released=" + released + '}';
+        return "RdmaConnection{window=" + window + ", credits=" + credits + ", posted=" + postedSeq + ", completed="
+                + completedSeq + ", batch=" + batchCount + ", pending=" + pendingCount + ", ring=" + ring
+                + ", retired=" + retired + ", retiredMayReceive=" + retiredMayReceive + ", group=" + group
+                + ", released=" + released + '}';
     }
 
     /** No send is waiting for its completion. */
@@ -880,6 +876,7 @@ final class RdmaConnection {
     /** Destroys the queue pair: no more DMA into this connection's memory, no more completions. */
     void destroyQueuePair() {
         if (qp != null) {
+            handler.unbindQueuePair(qp.qpNum());
             qp.close();
         }
     }
@@ -890,6 +887,10 @@ final class RdmaConnection {
             return;
         }
         released = true;
+        if (ringCheck != null) {
+            ringCheck.cancel(false);
+            ringCheck = null;
+        }
         if (fileChunk != null) {
             fileChunk.release();
             fileChunk = null;
@@ -900,27 +901,25 @@ final class RdmaConnection {
                 inflight[s] = null;
             }
         }
+        for (; pendingCount > 0; pendingCount--) {
+            group.release(pendingSlots[pendingHead]);
+            if (pendingRing[pendingHead] != null) {
+                pendingRing[pendingHead].unref();
+            }
+            pendingRing[pendingHead] = null;
+            pendingHead = (pendingHead + 1) % pendingSlots.length;
+        }
         if (ring != null) {
             ring.unref();
         }
         if (retired != null && retiredMayReceive) {
             retired.unref();
         }
-        closeQuietly(headerMr);
-        closeQuietly(recvMr);
-        closeQuietly(recvWrs);
-        closeQuietly(sendWrs);
-        deviceQueue.release(cqEntries);
-        arena.close();
-    }
-
-    private static void closeQuietly(AutoCloseable c) {
-        if (c != null) {
-            try {
-                c.close();
-            } catch (Exception ignored) {
-                // best effort on teardown
-            }
+        if (headerBuf != null) {
+            headerBuf.release();
+        }
+        if (joined) {
+            group.leave(sqDepth, credits.outstanding());
         }
     }
 }

@@ -12,6 +12,7 @@ import io.netty.contrib.channel.rdma.internal.verbs.CmEvent;
 import io.netty.contrib.channel.rdma.internal.verbs.CmEventChannel;
 import io.netty.contrib.channel.rdma.internal.verbs.CmEventType;
 import io.netty.contrib.channel.rdma.internal.verbs.CmId;
+import io.netty.contrib.channel.rdma.internal.verbs.SendWorkRequests;
 import io.netty.contrib.channel.rdma.internal.verbs.VerbsContext;
 import io.netty.contrib.channel.rdma.internal.verbs.WorkCompletions;
 import io.netty.util.collection.IntObjectHashMap;
@@ -47,12 +48,21 @@ public final class RdmaIoHandler implements IoHandler {
     private static final long CM_TOKEN = -1;
     private static final int YIELD_AFTER_SPINS = 256;
     private static final int CM_POLL_INTERVAL_MASK = 63;
+    /** Work requests prepared before one {@code ibv_post_send}. */
+    private static final int SEND_BATCH = 32;
     private int turns;
 
     private final ThreadAwareExecutor executor;
     private final RdmaIoHandlerConfig config;
     private final IntObjectMap<Registration> registrations = new IntObjectHashMap<>();
     private final List<DeviceQueue> deviceQueues = new ArrayList<>(1);
+    /** Every device's queue groups; a receive's {@code wr_id} names its group by the index here. */
+    private final List<QueueGroup> groups = new ArrayList<>(1);
+    private final IntObjectMap<Registration> byQpNum = new IntObjectHashMap<>();
+    private WorkCompletions completions;
+    /** Work requests one connection prepares and posts within one call (never left half-built between calls). */
+    private SendWorkRequests sendWrs;
+    private final int[] batchFlags = new int[SEND_BATCH];
     private LinuxEpoll epoll;
     private CmEventChannel cmChannel;
     private final List<Registration> touched = new ArrayList<>();
@@ -97,12 +107,22 @@ public final class RdmaIoHandler implements IoHandler {
     public void initialize() {
         RdmaDevices.retain();
         try {
+            completions = new WorkCompletions(config.pollBatch());
+            sendWrs = new SendWorkRequests(SEND_BATCH, 2);
             epoll = new LinuxEpoll();
             cmChannel = CmEventChannel.create();
             epoll.add(cmChannel.fd(), CM_TOKEN);
         } catch (IOException e) {
             throw new UncheckedIOException("cannot initialize the RDMA event loop", e);
         }
+    }
+
+    SendWorkRequests sendWorkRequests() {
+        return sendWrs;
+    }
+
+    int[] batchFlags() {
+        return batchFlags;
     }
 
     CmEventChannel cmChannel() {
@@ -114,29 +134,54 @@ public final class RdmaIoHandler implements IoHandler {
     }
 
     /**
-     * The loop's completion queue for {@code context}'s device, created on first use; reserves {@code entries}
-     * of it for one queue pair.
-     *
-     * @throws IllegalStateException when the queue pair would overrun the completion queue
+     * A queue group of the loop for {@code device} with receive slots of {@code slotSize} bytes and room for a
+     * connection with a send queue of {@code sqDepth} whose peer starts with {@code credits}: one with room, or a
+     * new one. The connection has joined it ({@link QueueGroup#join}); it calls {@link QueueGroup#leave} when done.
      */
-    DeviceQueue deviceQueue(VerbsContext context, int entries) {
+    QueueGroup queueGroup(RdmaDevices.Device device, int slotSize, int sqDepth, int credits) {
         assert executor.isExecutorThread(Thread.currentThread());
-        for (DeviceQueue q : deviceQueues) {
-            if (q.context.address() == context.address()) {
-                q.reserve(entries);
-                return q;
+        DeviceQueue q = null;
+        for (DeviceQueue d : deviceQueues) {
+            if (d.context.address() == device.context().address()) {
+                q = d;
+                break;
             }
         }
-        DeviceQueue q = new DeviceQueue(context, config, deviceQueues.size());
-        try {
-            epoll.add(q.channel.fd(), q.index);
-        } catch (IOException e) {
-            q.close();
-            throw new UncheckedIOException(e);
+        if (q == null) {
+            q = new DeviceQueue(device.context(), deviceQueues.size());
+            try {
+                epoll.add(q.channel.fd(), q.index);
+            } catch (IOException e) {
+                q.close();
+                throw new UncheckedIOException(e);
+            }
+            deviceQueues.add(q);
         }
-        deviceQueues.add(q);
-        q.reserve(entries);
-        return q;
+        for (QueueGroup g : q.groups) {
+            if (g.slotSize == slotSize && g.join(sqDepth, credits)) {
+                return g;
+            }
+        }
+        QueueGroup g = new QueueGroup(groups.size(), device.pd(), q.channel, device.allocator(), slotSize, config);
+        if (!g.join(sqDepth, credits)) {
+            g.close();
+            throw new IllegalStateException("a new completion queue of " + g.cq.cqe() + " entries and shared receive"
+                    + " queue of " + g.srq.maxWr() + " cannot take a connection with a send queue of " + sqDepth
+                    + " and " + credits + " receive credits: lower RdmaChannelOption.SEND_QUEUE_DEPTH or raise "
+                    + "RdmaIoHandlerConfig.completionQueueSize");
+        }
+        q.groups.add(g);
+        groups.add(g);
+        return g;
+    }
+
+    /** Completions of {@code qpNum}'s receives (which name only their SRQ slot) go to {@code registration}. */
+    void bindQueuePair(int qpNum, Registration registration) {
+        byQpNum.put(qpNum, registration);
+    }
+
+    void unbindQueuePair(int qpNum) {
+        byQpNum.remove(qpNum);
     }
 
     @Override
@@ -177,8 +222,8 @@ public final class RdmaIoHandler implements IoHandler {
     }
 
     private int block(IoHandlerContext context) {
-        for (int i = 0; i < deviceQueues.size(); i++) {
-            deviceQueues.get(i).cq.reqNotify(false);
+        for (int i = 0; i < groups.size(); i++) {
+            groups.get(i).cq.reqNotify(false);
         }
         // A completion between the last poll and arming does not signal the channel: look once more. rdma_cm
         // events need no look: epoll watches their channel.
@@ -266,16 +311,17 @@ public final class RdmaIoHandler implements IoHandler {
 
     private int pollCompletions() {
         int work = 0;
-        for (int i = 0; i < deviceQueues.size(); i++) {
-            DeviceQueue q = deviceQueues.get(i);
+        WorkCompletions wcs = completions;
+        for (int i = 0; i < groups.size(); i++) {
+            QueueGroup g = groups.get(i);
             int n;
             do {
-                n = q.cq.poll(q.completions);
+                n = g.cq.poll(wcs);
                 for (int j = 0; j < n; j++) {
-                    dispatch(q.completions, j);
+                    dispatch(wcs, j);
                 }
                 work += n;
-            } while (n == q.completions.capacity());
+            } while (n == wcs.capacity());
         }
         for (int i = 0; i < touched.size(); i++) {
             Registration r = touched.get(i);
@@ -313,7 +359,20 @@ public final class RdmaIoHandler implements IoHandler {
 
     private void dispatch(WorkCompletions completions, int index) {
         long wrId = completions.wrId(index);
-        Registration r = registrations.get(WrId.channelId(wrId));
+        Registration r;
+        if (WrId.kind(wrId) == WrId.RECV) {
+            // A shared receive queue's slot: the queue pair says whose it is.
+            QueueGroup g = groups.get(WrId.channelId(wrId));
+            g.consumed();
+            r = byQpNum.get(completions.qpNum(index));
+            if (r == null || !r.valid && !r.handle.lingering()) {
+                // Its connection is gone (a late message): the slot goes back.
+                g.release(WrId.slot(wrId));
+                return;
+            }
+        } else {
+            r = registrations.get(WrId.channelId(wrId));
+        }
         if (r == null || !r.valid && !r.handle.lingering()) {
             // A completion of a queue pair already closed (e.g. flushed receives): nothing waits for it.
             return;
@@ -345,15 +404,29 @@ public final class RdmaIoHandler implements IoHandler {
         // Channels registered after the last prepareToDestroy() (accepted during shutdown) go too.
         prepareToDestroy();
         closeDeferred();
+        for (QueueGroup g : groups) {
+            try {
+                g.close();
+            } catch (RuntimeException e) {
+                logger.warn("queues of an event loop still in use at shutdown ({} registrations left): {}",
+                        registrations.size(), g, e);
+            }
+        }
+        groups.clear();
         for (DeviceQueue q : deviceQueues) {
             try {
                 q.close();
             } catch (RuntimeException e) {
-                logger.warn("completion queue of an event loop still in use at shutdown ({} registrations left)",
-                        registrations.size(), e);
+                logger.warn("completion channel of an event loop still in use at shutdown", e);
             }
         }
         deviceQueues.clear();
+        if (completions != null) {
+            completions.close();
+        }
+        if (sendWrs != null) {
+            sendWrs.close();
+        }
         if (cmChannel != null) {
             try {
                 cmChannel.close();
@@ -465,43 +538,18 @@ public final class RdmaIoHandler implements IoHandler {
         }
     }
 
-    /** The loop's completion queue and completion channel for one device, with the queue's reservations. */
+    /** The loop's completion channel for one device, shared by the CQs of its queue groups. */
     static final class DeviceQueue {
         final VerbsContext context;
         final CompletionChannel channel;
-        final CompletionQueue cq;
-        final WorkCompletions completions;
         final int index;
-        private int reserved;
+        final List<QueueGroup> groups = new ArrayList<>(1);
 
-        DeviceQueue(VerbsContext context, RdmaIoHandlerConfig config, int index) {
+        DeviceQueue(VerbsContext context, int index) {
             this.context = context;
             this.index = index;
             this.channel = context.createCompletionChannel();
-            try {
-                // Devices cap the CQ size (rxe: 32767 entries): ask for no more than the device offers.
-                this.cq = context.createCq(Math.min(config.completionQueueSize(), context.queryDevice().maxCqe()),
-                        channel, 0);
-            } catch (RuntimeException e) {
-                channel.close();
-                throw e;
-            }
             this.channel.setNonBlocking(true);
-            this.completions = new WorkCompletions(config.pollBatch());
-        }
-
-        void reserve(int entries) {
-            if (reserved + entries > cq.cqe()) {
-                throw new IllegalStateException("the event loop's completion queue has " + cq.cqe()
-                        + " entries and " + reserved + " are taken: a connection needing " + entries
-                        + " more would overrun it; register it with another loop or raise"
-                        + " RdmaIoHandlerConfig.completionQueueSize");
-            }
-            reserved += entries;
-        }
-
-        void release(int entries) {
-            reserved -= entries;
         }
 
         /**
@@ -509,15 +557,13 @@ public final class RdmaIoHandler implements IoHandler {
          * triggered fd readable, so the next wait returns at once and takes it: no extra syscall to find out.
          */
         void takeEvent() {
-            channel.getCqEvent();
-            if (cq.unackedEvents() >= 64) {
+            CompletionQueue cq = channel.getCqEvent();
+            if (cq != null && cq.unackedEvents() >= 64) {
                 cq.ackEvents(cq.unackedEvents());
             }
         }
 
         void close() {
-            completions.close();
-            cq.close();
             channel.close();
         }
     }

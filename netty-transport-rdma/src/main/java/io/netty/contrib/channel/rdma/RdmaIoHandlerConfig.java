@@ -13,13 +13,15 @@ import static io.netty.util.internal.ObjectUtil.checkPositiveOrZero;
  */
 public final class RdmaIoHandlerConfig {
     static final long DEFAULT_SPIN_NANOS = 50_000;
-    static final int DEFAULT_COMPLETION_QUEUE_SIZE = 32768;
+    static final int DEFAULT_COMPLETION_QUEUE_SIZE = 1 << 20;
+    static final int DEFAULT_SHARED_RECEIVE_QUEUE_SIZE = 8192;
     static final int DEFAULT_POLL_BATCH = 64;
 
     private long spinNanos = DEFAULT_SPIN_NANOS;
     private boolean pureSpin;
     private int completionQueueSize = DEFAULT_COMPLETION_QUEUE_SIZE;
     private int pollBatch = DEFAULT_POLL_BATCH;
+    private int sharedReceiveQueueSize = DEFAULT_SHARED_RECEIVE_QUEUE_SIZE;
 
     /** A config that busy-polls forever and never blocks. */
     public static RdmaIoHandlerConfig spinning() {
@@ -47,12 +49,28 @@ public final class RdmaIoHandlerConfig {
     }
 
     /**
-     * Entries of the loop's completion queue, shared by all its connections: each takes its send queue depth
-     * plus its receive buffer count, and a connection that would overrun the queue is refused. Default 32768,
-     * or the device's {@code max_cqe} if that is smaller (the kernel's rxe offers 32767).
+     * The most entries one of the loop's completion queues grows to. A completion queue has room for every
+     * receive its shared receive queue holds and the send queue of each connection on it, and grows
+     * ({@code ibv_resize_cq}) as connections join; when it cannot grow any more (this limit, or the device's
+     * {@code max_cqe}: the kernel's rxe offers 32767), the loop opens another completion queue and shared receive
+     * queue. Default 1048576.
      */
     public RdmaIoHandlerConfig completionQueueSize(int completionQueueSize) {
         this.completionQueueSize = checkInRange(completionQueueSize, 64, 1 << 22, "completionQueueSize");
+        return this;
+    }
+
+    public int sharedReceiveQueueSize() {
+        return sharedReceiveQueueSize;
+    }
+
+    /**
+     * Receive buffers one shared receive queue of the loop holds at most, or the device's {@code max_srq_wr} if
+     * that is smaller: the receive credits all peers on it hold together. Buffers are posted as credits are
+     * granted, not up front. Default 8192.
+     */
+    public RdmaIoHandlerConfig sharedReceiveQueueSize(int sharedReceiveQueueSize) {
+        this.sharedReceiveQueueSize = checkInRange(sharedReceiveQueueSize, 64, 1 << 22, "sharedReceiveQueueSize");
         return this;
     }
 
@@ -72,6 +90,7 @@ public final class RdmaIoHandlerConfig {
         copy.pureSpin = pureSpin;
         copy.completionQueueSize = completionQueueSize;
         copy.pollBatch = pollBatch;
+        copy.sharedReceiveQueueSize = sharedReceiveQueueSize;
         return copy;
     }
 }

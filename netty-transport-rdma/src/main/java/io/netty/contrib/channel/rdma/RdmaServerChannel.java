@@ -149,20 +149,15 @@ public final class RdmaServerChannel extends AbstractServerChannel implements Se
             reject(id, RejectReason.REASON_NOT_ACCEPTING);
             return;
         }
+        ConnectParameters peer;
         try {
-            if (data.length < ConnectParameters.LENGTH) {
-                throw new ProtocolException("connect request with " + data.length
-                        + " bytes of private data: not a netty-transport-rdma client");
-            }
-            new ConnectParameters().wrap(MemorySegment.ofArray(data)).validate(data.length);
-        } catch (ProtocolException | IllegalArgumentException e) {
+            peer = ConnectParameters.parse(data);
+        } catch (ProtocolException e) {
             logger.warn("{}: rejected a connection request from {}: {}", this, id.remoteAddress(), e.getMessage());
-            reject(id, data.length >= ConnectParameters.LENGTH
-                    && new ConnectParameters().wrap(MemorySegment.ofArray(data)).magic() == ConnectParameters.MAGIC
-                    ? RejectReason.REASON_VERSION_MISMATCH : RejectReason.REASON_INVALID_PARAMETERS);
+            reject(id, e.rejectReason());
             return;
         }
-        accepted.add(new RdmaChannel(this, id, data));
+        accepted.add(new RdmaChannel(this, id, peer));
         deliverAccepted();
     }
 

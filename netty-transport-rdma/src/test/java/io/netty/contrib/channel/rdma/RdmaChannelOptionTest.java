@@ -18,10 +18,11 @@ class RdmaChannelOptionTest {
 
     @Test
     void defaults() {
-        assertThat(config.getOption(RdmaChannelOption.RECEIVE_BUFFER_COUNT)).isEqualTo(64);
-        assertThat(config.getOption(RdmaChannelOption.RECEIVE_BUFFER_SIZE)).isEqualTo(8192);
-        assertThat(config.getOption(RdmaChannelOption.RING_SIZE)).isEqualTo(4 << 20);
-        assertThat(config.getOption(RdmaChannelOption.SEND_QUEUE_DEPTH)).isEqualTo(256);
+        assertThat(config.getOption(RdmaChannelOption.RECEIVE_CREDITS)).isEqualTo(64);
+        assertThat(config.getOption(RdmaChannelOption.RECEIVE_SLOT_SIZE)).isEqualTo(8192);
+        assertThat(config.getOption(RdmaChannelOption.RING_SIZE)).isEqualTo(1 << 20);
+        assertThat(config.getOption(RdmaChannelOption.RECEIVE_ZERO_COPY)).isFalse();
+        assertThat(config.getOption(RdmaChannelOption.SEND_QUEUE_DEPTH)).isEqualTo(128);
         assertThat(config.getOption(RdmaChannelOption.MAX_INLINE_DATA)).isEqualTo(128);
         assertThat(config.getOption(RdmaChannelOption.RESOLVE_TIMEOUT_MILLIS)).isEqualTo(2000);
         assertThat(config.getAllocator()).isInstanceOf(RdmaByteBufAllocator.class);
@@ -30,15 +31,17 @@ class RdmaChannelOptionTest {
 
     @Test
     void optionsRoundTrip() {
-        assertThat(config.setOption(RdmaChannelOption.RECEIVE_BUFFER_COUNT, 16)).isTrue();
-        assertThat(config.setOption(RdmaChannelOption.RECEIVE_BUFFER_SIZE, 4096)).isTrue();
-        assertThat(config.setOption(RdmaChannelOption.RING_SIZE, 1 << 20)).isTrue();
+        assertThat(config.setOption(RdmaChannelOption.RECEIVE_CREDITS, 16)).isTrue();
+        assertThat(config.setOption(RdmaChannelOption.RECEIVE_SLOT_SIZE, 4096)).isTrue();
+        assertThat(config.setOption(RdmaChannelOption.RING_SIZE, 2 << 20)).isTrue();
+        assertThat(config.setOption(RdmaChannelOption.RECEIVE_ZERO_COPY, true)).isTrue();
         assertThat(config.setOption(RdmaChannelOption.SEND_QUEUE_DEPTH, 64)).isTrue();
         assertThat(config.setOption(RdmaChannelOption.MAX_INLINE_DATA, 0)).isTrue();
         assertThat(config.setOption(RdmaChannelOption.RESOLVE_TIMEOUT_MILLIS, 500)).isTrue();
-        assertThat(config.getReceiveBufferCount()).isEqualTo(16);
-        assertThat(config.getRdmaReceiveBufferSize()).isEqualTo(4096);
-        assertThat(config.getRingSize()).isEqualTo(1 << 20);
+        assertThat(config.getReceiveCredits()).isEqualTo(16);
+        assertThat(config.getReceiveSlotSize()).isEqualTo(4096);
+        assertThat(config.getRingSize()).isEqualTo(2 << 20);
+        assertThat(config.isReceiveZeroCopy()).isTrue();
         assertThat(config.getSendQueueDepth()).isEqualTo(64);
         assertThat(config.getMaxInlineData()).isZero();
         assertThat(config.getResolveTimeoutMillis()).isEqualTo(500);
@@ -51,9 +54,9 @@ class RdmaChannelOptionTest {
 
     @Test
     void badValuesAreRejectedWithTheirRange() {
-        assertBad(RdmaChannelOption.RECEIVE_BUFFER_COUNT, 3, "receiveBufferCount");
-        assertBad(RdmaChannelOption.RECEIVE_BUFFER_COUNT, 1 << 20, "receiveBufferCount");
-        assertBad(RdmaChannelOption.RECEIVE_BUFFER_SIZE, 16, "receiveBufferSize");
+        assertBad(RdmaChannelOption.RECEIVE_CREDITS, 1, "receiveCredits");
+        assertBad(RdmaChannelOption.RECEIVE_CREDITS, 1 << 20, "receiveCredits");
+        assertBad(RdmaChannelOption.RECEIVE_SLOT_SIZE, 16, "receiveSlotSize");
         assertBad(RdmaChannelOption.RING_SIZE, 5000, "multiple of 4096");
         assertBad(RdmaChannelOption.RING_SIZE, -4096, "ringSize");
         assertBad(RdmaChannelOption.SEND_QUEUE_DEPTH, 0, "sendQueueDepth");

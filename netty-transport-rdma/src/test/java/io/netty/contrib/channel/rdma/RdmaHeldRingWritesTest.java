@@ -43,11 +43,13 @@ class RdmaHeldRingWritesTest {
 
     @Test
     void readerHoldsMoreRingWritesThanReceiveBuffers() throws Exception {
-        int writes = 3 * RdmaChannelConfig.DEFAULT_RECEIVE_BUFFER_COUNT;
-        int size = RdmaChannelConfig.DEFAULT_RECEIVE_BUFFER_SIZE + 1000; // above the SEND size: a ring write
+        int writes = 3 * RdmaChannelConfig.DEFAULT_RECEIVE_CREDITS;
+        int size = RdmaChannelConfig.DEFAULT_RECEIVE_SLOT_SIZE + 1000; // above the SEND size: a ring write
         long total = (long) writes * size; // 1.7 MiB: under half of the 4 MiB ring, so delivered without a copy
         CompletableFuture<Long> received = new CompletableFuture<>();
         Channel server = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
+                .childOption(RdmaChannelOption.RECEIVE_ZERO_COPY, true)
+                .childOption(RdmaChannelOption.RING_SIZE, 4 << 20)
                 .childHandler(new ChannelInboundHandlerAdapter() {
                     private final List<ByteBuf> held = new ArrayList<>();
                     private long bytes;

@@ -44,15 +44,22 @@ class RdmaProtocolVersionTest {
             byte[] otherVersion = new byte[ConnectParameters.LENGTH];
             new ConnectParameters().wrap(MemorySegment.ofArray(otherVersion)).writeHeader().recvCredits(8)
                     .recvBufferSize(1024);
-            otherVersion[5] = 1; // version 1 (before the RING message), big-endian u16 at offset 4
+            otherVersion[5] = 2; // version 2 (a receive buffer set and a ring per connection), big-endian u16 at 4
             RejectReason reason = connectAndGetRejected(address, otherVersion);
             assertThat(reason.reason()).isEqualTo(RejectReason.REASON_VERSION_MISMATCH);
             assertThat(reason.version()).isEqualTo(ConnectParameters.VERSION);
             assertThat(reason.describe(RejectReason.LENGTH))
-                    .isEqualTo("connection rejected: the peer speaks protocol version 2, this side speaks 2");
+                    .isEqualTo("connection rejected: the peer speaks protocol version 3, this side speaks 3");
 
             RejectReason foreign = connectAndGetRejected(address, new byte[] {1, 2, 3});
             assertThat(foreign.reason()).isEqualTo(RejectReason.REASON_INVALID_PARAMETERS);
+
+            // A receive slot of 1 GiB (the server would post sends of that size to it) is out of range.
+            byte[] huge = new byte[ConnectParameters.LENGTH];
+            new ConnectParameters().wrap(MemorySegment.ofArray(huge)).writeHeader().recvCredits(8)
+                    .recvBufferSize(1 << 30);
+            assertThat(connectAndGetRejected(address, huge).reason())
+                    .isEqualTo(RejectReason.REASON_INVALID_PARAMETERS);
             server.close().sync();
         } finally {
             group.shutdownGracefully(0, 1, TimeUnit.SECONDS).sync();

@@ -21,7 +21,14 @@ import java.nio.ByteOrder;
  */
 public final class ConnectParameters {
     public static final int MAGIC = 0x4E52444D;
-    public static final int VERSION = 2;
+    public static final int VERSION = 3;
+    /** Bounds of what a peer may announce (docs/PROTOCOL.md §1); anything else is rejected. */
+    public static final int MIN_RECV_CREDITS = 2;
+    public static final int MAX_RECV_CREDITS = 4096;
+    public static final int MIN_RECV_BUFFER_SIZE = 64;
+    public static final int MAX_RECV_BUFFER_SIZE = 1 << 20;
+    public static final int MIN_RING_SIZE = 4096;
+    public static final int MAX_RING_SIZE = 1 << 30;
 
     public static final int MAGIC_OFFSET = 0;
     public static final int VERSION_OFFSET = 4;
@@ -45,6 +52,19 @@ public final class ConnectParameters {
         }
         this.segment = segment;
         return this;
+    }
+
+    /**
+     * Parses and checks the connect parameters a peer sent as private data.
+     *
+     * @throws ProtocolException naming what is wrong, with the reason to reject the peer with
+     */
+    public static ConnectParameters parse(byte[] data) {
+        if (data.length < LENGTH) {
+            throw new ProtocolException("peer sent " + data.length + " bytes of connect parameters, expected "
+                    + LENGTH + ": not a netty-transport-rdma peer");
+        }
+        return new ConnectParameters().wrap(MemorySegment.ofArray(data)).validate(data.length);
     }
 
     /** Writes magic, the current version and zero flags. */
@@ -72,12 +92,39 @@ public final class ConnectParameters {
         }
         if (version() != VERSION) {
             throw new ProtocolException("peer speaks protocol version " + version() + ", this side speaks "
-                    + VERSION);
+                    + VERSION, RejectReason.REASON_VERSION_MISMATCH);
         }
-        if (ringSize() < 0 || recvCredits() <= 0 || recvBufferSize() < MessageHeader.LENGTH) {
-            throw new ProtocolException("peer sent invalid connect parameters: " + this);
+        String invalid = invalidField();
+        if (invalid != null) {
+            throw new ProtocolException("peer sent invalid connect parameters (" + invalid + "): " + this);
         }
         return this;
+    }
+
+    /** What is out of its documented range, or {@code null}. */
+    private String invalidField() {
+        if (flags() != 0) {
+            return "reserved flags " + flags() + " are not 0";
+        }
+        int credits = recvCredits();
+        if (credits < MIN_RECV_CREDITS || credits > MAX_RECV_CREDITS) {
+            return "recvCredits " + Integer.toUnsignedString(credits) + " outside " + MIN_RECV_CREDITS + "-"
+                    + MAX_RECV_CREDITS;
+        }
+        int slot = recvBufferSize();
+        if (slot < MIN_RECV_BUFFER_SIZE || slot > MAX_RECV_BUFFER_SIZE) {
+            return "recvBufferSize " + Integer.toUnsignedString(slot) + " outside " + MIN_RECV_BUFFER_SIZE + "-"
+                    + MAX_RECV_BUFFER_SIZE;
+        }
+        long ring = Integer.toUnsignedLong(ringSize());
+        if (ring == 0) {
+            return ringAddress() != 0 || ringRkey() != 0 ? "ringAddress or ringRkey without a ring" : null;
+        }
+        if (ring < MIN_RING_SIZE || ring > MAX_RING_SIZE || ring % Immediate.ALIGNMENT != 0) {
+            return "ringSize " + ring + " is neither 0 nor " + MIN_RING_SIZE + "-" + MAX_RING_SIZE
+                    + ", a multiple of " + Immediate.ALIGNMENT;
+        }
+        return null;
     }
 
     public int magic() {
@@ -116,6 +163,12 @@ public final class ConnectParameters {
 
     public ConnectParameters ringSize(int value) {
         segment.set(U32, RING_SIZE_OFFSET, value);
+        return this;
+    }
+
+    /** Sets the reserved flags (tests of what a peer may send). */
+    ConnectParameters segmentFlags(int value) {
+        segment.set(U16, FLAGS_OFFSET, (short) value);
         return this;
     }
 

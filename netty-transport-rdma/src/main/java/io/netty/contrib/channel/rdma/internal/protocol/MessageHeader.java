@@ -13,11 +13,11 @@ import static io.netty.contrib.channel.rdma.internal.protocol.ConnectParameters.
  *
  * <pre>
  *  0  type         u8   DATA, CREDIT, SHUTDOWN or RING
- *  1  flags        u8   reserved, 0
- *  2  recvCredits  u16  receive buffers the sender re-posted since its last report
+ *  1  flags        u8   WANTS_RING, RING_SEEN; other bits 0
+ *  2  recvCredits  u16  receive credits the sender granted since its last report
  *  4  ringCredits  u32  bytes of its receive ring the sender released since its last report
  *  8  payload (DATA), or for RING:
- *  8  ringAddress  u64  the sender's new receive ring
+ *  8  ringAddress  u64  the sender's new receive ring (0 with size 0: no ring any more)
  * 16  ringRkey     u32
  * 20  ringSize     u32
  * </pre>
@@ -30,10 +30,22 @@ public final class MessageHeader {
     /** The sender will write nothing more (half-close); nothing follows. */
     public static final byte TYPE_SHUTDOWN = 3;
     /**
-     * The sender has a new receive ring: writes after this one go there (with the immediate's generation
-     * flipped), and ring credits in later headers are for it. Ring credits of this header itself are 0.
+     * The sender has a new receive ring, or none (size 0): writes after this one go there (with the immediate's
+     * generation flipped), and ring credits in later headers are for it. Ring credits of this header itself are 0.
      */
     public static final byte TYPE_RING = 4;
+
+    /**
+     * On DATA: the sender has a write larger than a receive slot waiting and the receiver offers no ring; the
+     * receiver may answer with a RING message.
+     */
+    public static final int FLAG_WANTS_RING = 1;
+    /**
+     * The sender has taken the last RING message it received: nothing it posts from now on goes to the ring that
+     * message replaced, so the receiver may free it.
+     */
+    public static final int FLAG_RING_SEEN = 2;
+    private static final int KNOWN_FLAGS = FLAG_WANTS_RING | FLAG_RING_SEEN;
 
     public static final int TYPE_OFFSET = 0;
     public static final int FLAGS_OFFSET = 1;
@@ -59,6 +71,10 @@ public final class MessageHeader {
     }
 
     public MessageHeader write(byte type, int recvCredits, int ringCredits) {
+        return write(type, 0, recvCredits, ringCredits);
+    }
+
+    public MessageHeader write(byte type, int flags, int recvCredits, int ringCredits) {
         if (recvCredits < 0 || recvCredits > MAX_RECV_CREDITS) {
             throw new IllegalArgumentException("recvCredits: " + recvCredits + " (expected: 0-" + MAX_RECV_CREDITS + ')');
         }
@@ -66,7 +82,7 @@ public final class MessageHeader {
             throw new IllegalArgumentException("ringCredits: " + ringCredits + " (expected: >= 0)");
         }
         segment.set(JAVA_BYTE, offset + TYPE_OFFSET, type);
-        segment.set(JAVA_BYTE, offset + FLAGS_OFFSET, (byte) 0);
+        segment.set(JAVA_BYTE, offset + FLAGS_OFFSET, (byte) flags);
         segment.set(U16, offset + RECV_CREDITS_OFFSET, (short) recvCredits);
         segment.set(U32, offset + RING_CREDITS_OFFSET, ringCredits);
         return this;
@@ -94,15 +110,21 @@ public final class MessageHeader {
                 throw new ProtocolException("RING message returns ring credits");
             }
             long size = ringSize();
-            if (size <= 0 || size % Immediate.ALIGNMENT != 0) {
-                throw new ProtocolException("RING message announces a ring of " + size + " bytes");
+            if (size == 0 ? ringAddress() != 0 || ringRkey() != 0
+                    : size < ConnectParameters.MIN_RING_SIZE || size > ConnectParameters.MAX_RING_SIZE
+                            || size % Immediate.ALIGNMENT != 0) {
+                throw new ProtocolException("RING message announces a ring of " + size + " bytes at 0x"
+                        + Long.toHexString(ringAddress()) + " (expected: 0 with address and rkey 0, or "
+                        + ConnectParameters.MIN_RING_SIZE + "-" + ConnectParameters.MAX_RING_SIZE
+                        + " bytes, a multiple of " + Immediate.ALIGNMENT + ')');
             }
         } else if (type != TYPE_DATA && length != LENGTH) {
             throw new ProtocolException("message of type " + typeName(type) + " carries " + (length - LENGTH)
                     + " payload bytes");
         }
-        if (flags() != 0) {
-            throw new ProtocolException("message header has unknown flags " + flags());
+        if ((flags() & ~KNOWN_FLAGS) != 0 || (flags() & FLAG_WANTS_RING) != 0 && type != TYPE_DATA) {
+            throw new ProtocolException("message header of type " + typeName(type) + " has unknown flags "
+                    + flags());
         }
         if (ringCredits() < 0) {
             throw new ProtocolException("message header returns a negative ring credit " + ringCredits());

@@ -4,7 +4,20 @@ package io.netty.contrib.channel.rdma.internal.protocol;
 public final class ProtocolException extends RuntimeException {
     private static final long serialVersionUID = 1L;
 
+    private final int rejectReason;
+
     public ProtocolException(String message) {
+        this(message, RejectReason.REASON_INVALID_PARAMETERS);
+    }
+
+    /** @param rejectReason what a server answers a connect request that broke the protocol this way */
+    public ProtocolException(String message, int rejectReason) {
         super(message);
+        this.rejectReason = rejectReason;
+    }
+
+    /** The {@link RejectReason} {@code REASON_} a connect request failing this way is rejected with. */
+    public int rejectReason() {
+        return rejectReason;
     }
 }

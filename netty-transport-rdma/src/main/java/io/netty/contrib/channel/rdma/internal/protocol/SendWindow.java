@@ -88,9 +88,9 @@ public final class SendWindow {
         return 0;
     }
 
-    /** The peer replaced its ring: later writes go to the new one, which is all free. */
+    /** The peer replaced its ring (size 0: withdrew it): later writes go to the new one, which is all free. */
     public void switchRing(long newRingSize) {
-        if (newRingSize <= 0 || newRingSize % Immediate.ALIGNMENT != 0) {
+        if (newRingSize < 0 || newRingSize % Immediate.ALIGNMENT != 0) {
             throw new ProtocolException("new ring of " + newRingSize + " bytes");
         }
         ringSize = newRingSize;

@@ -13,7 +13,7 @@ public final class CompletionQueue extends NativeObject {
     private final MemorySegment pollCq;
     private final MemorySegment reqNotifyCq;
     private final long cq;
-    private final int cqe;
+    private int cqe;
     private int unackedEvents;
 
     CompletionQueue(MemorySegment cq, VerbsContext context, CompletionChannel channel) {
@@ -32,6 +32,22 @@ public final class CompletionQueue extends NativeObject {
     /** The number of entries the device granted (at least what was asked). */
     public int cqe() {
         return cqe;
+    }
+
+    /**
+     * {@code ibv_resize_cq}: at least {@code entries} entries from now on; completions already queued stay.
+     *
+     * @throws VerbsException when the device refuses (more than its {@code max_cqe}, or no memory)
+     */
+    public void resize(int entries) {
+        checkOpen();
+        try {
+            LibIbverbs.check("ibv_resize_cq(" + entries + ")",
+                    (int) LibIbverbs.IBV_RESIZE_CQ.invokeExact(Errno.state(), pointer, entries));
+        } catch (Throwable t) {
+            throw LibIbverbs.rethrow(t);
+        }
+        cqe = (int) IbvCq.CQE.get(pointer, 0L);
     }
 
     /** {@code ibv_poll_cq} for up to {@code completions.capacity()} entries; returns how many were written. */

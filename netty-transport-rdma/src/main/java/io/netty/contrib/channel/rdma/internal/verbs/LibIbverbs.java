@@ -66,6 +66,8 @@ final class LibIbverbs {
             FunctionDescriptor.ofVoid(ADDRESS, JAVA_INT), false);
     static final MethodHandle IBV_CREATE_CQ = required("ibv_create_cq",
             FunctionDescriptor.of(ADDRESS, ADDRESS, JAVA_INT, ADDRESS, ADDRESS, JAVA_INT), true);
+    static final MethodHandle IBV_RESIZE_CQ = required("ibv_resize_cq",
+            FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT), true);
     static final MethodHandle IBV_DESTROY_CQ = required("ibv_destroy_cq",
             FunctionDescriptor.of(JAVA_INT, ADDRESS), true);
     static final MethodHandle IBV_CREATE_QP = required("ibv_create_qp",

@@ -68,6 +68,18 @@ public final class RecvWorkRequests implements AutoCloseable {
         return this;
     }
 
+    /** Request {@code i} receives into {@code length} bytes at {@code address}, registered under {@code lkey}. */
+    public RecvWorkRequests setAddress(int i, long wrId, long address, int length, int lkey) {
+        long o = offset(i);
+        long s = (long) i * maxSge * IbvSge.SIZE;
+        IbvRecvWr.WR_ID.set(wrs, o, wrId);
+        IbvSge.ADDR.set(sges, s, address);
+        IbvSge.LENGTH.set(sges, s, length);
+        IbvSge.LKEY.set(sges, s, lkey);
+        IbvRecvWr.NUM_SGE.set(wrs, o, 1);
+        return this;
+    }
+
     /** The number of SGEs of request {@code i} (0 to {@link #maxSge()}). */
     public RecvWorkRequests numSge(int i, int numSge) {
         if (numSge < 0 || numSge > maxSge) {

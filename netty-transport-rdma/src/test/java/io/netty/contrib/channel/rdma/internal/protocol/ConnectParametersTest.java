@@ -18,7 +18,7 @@ class ConnectParametersTest {
                     .recvCredits(64).recvBufferSize(8192);
 
             byte[] bytes = segment.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
-            assertThat(bytes).startsWith('N', 'R', 'D', 'M', 0, 2, 0, 0, 0x11, 0x22);
+            assertThat(bytes).startsWith('N', 'R', 'D', 'M', 0, 3, 0, 0, 0x11, 0x22);
 
             ConnectParameters read = new ConnectParameters().wrap(segment).validate(ConnectParameters.LENGTH);
             assertThat(read.ringAddress()).isEqualTo(0x1122_3344_5566_7788L);
@@ -39,7 +39,9 @@ class ConnectParametersTest {
             segment.set(ConnectParameters.U16, ConnectParameters.VERSION_OFFSET, (short) 7);
             assertThatThrownBy(() -> params.validate(ConnectParameters.LENGTH))
                     .isInstanceOf(ProtocolException.class)
-                    .hasMessage("peer speaks protocol version 7, this side speaks 2");
+                    .hasMessage("peer speaks protocol version 7, this side speaks 3")
+                    .extracting(e -> ((ProtocolException) e).rejectReason())
+                    .isEqualTo(RejectReason.REASON_VERSION_MISMATCH);
 
             assertThatThrownBy(() -> params.validate(10)).hasMessageContaining("not a netty-transport-rdma peer");
             segment.set(ConnectParameters.U32, 0, 0x12345678);
@@ -49,12 +51,46 @@ class ConnectParametersTest {
     }
 
     @Test
+    void everyFieldOutsideItsRangeIsRejectedAsInvalid() {
+        assertInvalid(p -> p.recvCredits(1), "recvCredits 1 outside 2-4096");
+        assertInvalid(p -> p.recvCredits(0), "recvCredits 0");
+        assertInvalid(p -> p.recvCredits(1 << 30), "recvCredits 1073741824");
+        assertInvalid(p -> p.recvBufferSize(4), "recvBufferSize 4 outside 64-1048576");
+        assertInvalid(p -> p.recvBufferSize(1 << 30), "recvBufferSize 1073741824");
+        assertInvalid(p -> p.ringSize(100).ringAddress(4096), "ringSize 100");
+        assertInvalid(p -> p.ringSize(-1).ringAddress(4096), "ringSize 4294967295");
+        assertInvalid(p -> p.ringSize(4096 + 32).ringAddress(4096), "multiple of 64");
+        assertInvalid(p -> p.ringAddress(4096), "ringAddress or ringRkey without a ring");
+        assertInvalid(p -> p.segmentFlags(1), "reserved flags 1 are not 0");
+        assertThatThrownBy(() -> ConnectParameters.parse(new byte[31])).isInstanceOf(ProtocolException.class)
+                .hasMessageContaining("31 bytes of connect parameters")
+                .extracting(e -> ((ProtocolException) e).rejectReason())
+                .isEqualTo(RejectReason.REASON_INVALID_PARAMETERS);
+    }
+
+    private static void assertInvalid(java.util.function.Consumer<ConnectParameters> change, String message) {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment segment = arena.allocate(ConnectParameters.LENGTH);
+            ConnectParameters params = new ConnectParameters().wrap(segment).writeHeader().recvCredits(4)
+                    .recvBufferSize(8192);
+            params.validate(ConnectParameters.LENGTH);
+            change.accept(params);
+            assertThatThrownBy(() -> params.validate(ConnectParameters.LENGTH))
+                    .isInstanceOf(ProtocolException.class)
+                    .hasMessageContaining("invalid connect parameters")
+                    .hasMessageContaining(message)
+                    .extracting(e -> ((ProtocolException) e).rejectReason())
+                    .isEqualTo(RejectReason.REASON_INVALID_PARAMETERS);
+        }
+    }
+
+    @Test
     void rejectReasonDescribesVersionMismatch() {
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment segment = arena.allocate(RejectReason.LENGTH);
             RejectReason reason = new RejectReason().wrap(segment).write(RejectReason.REASON_VERSION_MISMATCH);
             assertThat(reason.describe(RejectReason.LENGTH))
-                    .isEqualTo("connection rejected: the peer speaks protocol version 2, this side speaks 2");
+                    .isEqualTo("connection rejected: the peer speaks protocol version 3, this side speaks 3");
             assertThat(reason.describe(0)).contains("without a netty-transport-rdma reason");
         }
     }

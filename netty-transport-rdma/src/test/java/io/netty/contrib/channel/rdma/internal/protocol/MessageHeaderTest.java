@@ -25,7 +25,7 @@ class MessageHeaderTest {
     @Test
     void rejectsMalformedMessages() {
         try (Arena arena = Arena.ofConfined()) {
-            MemorySegment segment = arena.allocate(16);
+            MemorySegment segment = arena.allocate(MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD);
             MessageHeader header = new MessageHeader().wrap(segment, 0);
             assertThatThrownBy(() -> header.validate(3)).isInstanceOf(ProtocolException.class)
                     .hasMessageContaining("shorter than its 8-byte header");
@@ -35,7 +35,19 @@ class MessageHeaderTest {
             assertThatThrownBy(() -> header.validate(12)).hasMessage("message of type CREDIT carries 4 payload bytes");
             header.write(MessageHeader.TYPE_SHUTDOWN, 0, 0);
             segment.set(java.lang.foreign.ValueLayout.JAVA_BYTE, 1, (byte) 1);
-            assertThatThrownBy(() -> header.validate(8)).hasMessage("message header has unknown flags 1");
+            assertThatThrownBy(() -> header.validate(8))
+                    .hasMessage("message header of type SHUTDOWN has unknown flags 1");
+            header.write(MessageHeader.TYPE_CREDIT, MessageHeader.FLAG_RING_SEEN, 0, 0).validate(8);
+            header.write(MessageHeader.TYPE_DATA, MessageHeader.FLAG_WANTS_RING | MessageHeader.FLAG_RING_SEEN, 0, 0)
+                    .validate(9);
+            segment.set(java.lang.foreign.ValueLayout.JAVA_BYTE, 1, (byte) 4);
+            assertThatThrownBy(() -> header.validate(9))
+                    .hasMessage("message header of type DATA has unknown flags 4");
+            header.write(MessageHeader.TYPE_RING, 0, 0).writeRing(0, 0, 0).validate(24);
+            header.write(MessageHeader.TYPE_RING, 0, 0).writeRing(4096, 0, 0);
+            assertThatThrownBy(() -> header.validate(24)).hasMessageContaining("announces a ring of 0 bytes at 0x1000");
+            header.write(MessageHeader.TYPE_RING, 0, 0).writeRing(4096, 7, 1000);
+            assertThatThrownBy(() -> header.validate(24)).hasMessageContaining("announces a ring of 1000 bytes");
             assertThatThrownBy(() -> header.write(MessageHeader.TYPE_DATA, 70000, 0))
                     .isInstanceOf(IllegalArgumentException.class);
         }

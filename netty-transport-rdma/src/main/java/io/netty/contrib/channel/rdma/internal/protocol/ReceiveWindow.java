@@ -1,0 +1,100 @@
+package io.netty.contrib.channel.rdma.internal.protocol;
+
+/**
+ * The receiver's side of the receive credits, the mirror of {@link SendWindow}: how many messages the peer may
+ * still send (its credits as this side granted them), how many freed receives are owed back to it, and how far
+ * its grant may grow. Receive buffers come from a queue shared with other connections, so a grant is memory other
+ * connections cannot have: an idle peer holds a small grant ({@code initial}), a peer that keeps running down to
+ * its reserve gets it doubled, up to {@code max}, as long as the shared queue has room
+ * ({@link #take(int)}'s argument).
+ *
+ * <p>The receiver enforces the grant: a message beyond it is a {@link ProtocolException}. Loop-thread confined.
+ */
+public final class ReceiveWindow {
+    private final int max;
+    /** Credits the peer may hold: granted and not yet used, plus those owed to it. */
+    private int limit;
+    /** Credits the peer holds now, as far as this side has granted them. */
+    private int outstanding;
+    /** Credits freed (or added by a raise) and not yet sent to the peer. */
+    private int owed;
+
+    /**
+     * @param initial credits the peer holds when the connection starts (the connect parameters say so)
+     * @param max     the most it may ever hold
+     */
+    public ReceiveWindow(int initial, int max) {
+        if (initial <= SendWindow.RESERVED_RECV_CREDITS || max < initial) {
+            throw new IllegalArgumentException("initial " + initial + ", max " + max + " (expected: "
+                    + SendWindow.RESERVED_RECV_CREDITS + " < initial <= max)");
+        }
+        this.max = max;
+        this.limit = initial;
+        this.outstanding = initial;
+    }
+
+    /**
+     * A message from the peer consumed one of its credits.
+     *
+     * @throws ProtocolException when the peer had none left
+     */
+    public void consumed() {
+        if (outstanding == 0) {
+            throw new ProtocolException("peer sent a message beyond the " + limit + " receive credits it was granted");
+        }
+        outstanding--;
+        if (outstanding <= SendWindow.RESERVED_RECV_CREDITS && limit < max) {
+            // The peer runs down to its reserve: it writes faster than one grant's worth per round trip.
+            int raise = Math.min(limit, max - limit);
+            limit += raise;
+            owed += raise;
+        }
+    }
+
+    /** The receive a message consumed is free again: its credit is owed to the peer. */
+    public void freed() {
+        owed++;
+    }
+
+    /**
+     * Takes up to {@code room} owed credits to send to the peer (the shared receive queue must post as many
+     * buffers before the message carrying them goes out); returns how many.
+     */
+    public int take(int room) {
+        int n = Math.min(Math.min(owed, room), MessageHeader.MAX_RECV_CREDITS);
+        if (n <= 0) {
+            return 0;
+        }
+        owed -= n;
+        outstanding += n;
+        return n;
+    }
+
+    /**
+     * Whether a CREDIT message should carry owed credits now, with no DATA going out to carry them: when half of
+     * the grant is owed, or when the peer is down to its reserve (it cannot send data without them).
+     */
+    public boolean due() {
+        return owed >= Math.max(1, limit / 2) || owed > 0 && outstanding <= SendWindow.RESERVED_RECV_CREDITS;
+    }
+
+    public int owed() {
+        return owed;
+    }
+
+    /** Credits the peer holds now. */
+    public int outstanding() {
+        return outstanding;
+    }
+
+    /** The grant the peer may hold at most now (grows up to {@code max}). */
+    public int limit() {
+        return limit;
+    }
+
+    @Override
+    public String toString() {
+        return "ReceiveWindow{outstanding=" + outstanding + ", owed=" + owed + ", limit=" + limit + ", max=" + max
+                + '}';
+    }
+}
