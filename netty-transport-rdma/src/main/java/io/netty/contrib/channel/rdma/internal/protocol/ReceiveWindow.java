@@ -5,7 +5,7 @@ package io.netty.contrib.channel.rdma.internal.protocol;
  * still send (its credits as this side granted them), how many freed receives are owed back to it, and how far
  * its grant may grow. Receive buffers come from a queue shared with other connections, so a grant is memory other
  * connections cannot have: an idle peer holds a small grant ({@code initial}), a peer that keeps running down to
- * its reserve gets it doubled, up to {@code max}, as long as the shared queue has room
+ * its reserve while this side keeps up gets it doubled, up to {@code max}, as long as the shared queue has room
  * ({@link #take(int)}'s argument).
  *
  * <p>The receiver enforces the grant: a message beyond it is a {@link ProtocolException}. Loop-thread confined.
@@ -43,17 +43,20 @@ public final class ReceiveWindow {
             throw new ProtocolException("peer sent a message beyond the " + limit + " receive credits it was granted");
         }
         outstanding--;
+    }
+
+    /**
+     * The receive a message consumed is free again: its credit is owed to the peer. If the peer is down to its
+     * reserve while this side keeps up with what it sends, the grant is what limits it: it doubles (up to
+     * {@code max}). A peer starved because the reader does not read gets nothing more: that is the backpressure.
+     */
+    public void freed() {
+        owed++;
         if (outstanding <= SendWindow.RESERVED_RECV_CREDITS && limit < max) {
-            // The peer runs down to its reserve: it writes faster than one grant's worth per round trip.
             int raise = Math.min(limit, max - limit);
             limit += raise;
             owed += raise;
         }
-    }
-
-    /** The receive a message consumed is free again: its credit is owed to the peer. */
-    public void freed() {
-        owed++;
     }
 
     /**

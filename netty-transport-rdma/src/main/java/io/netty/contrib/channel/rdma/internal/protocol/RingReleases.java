@@ -70,6 +70,12 @@ public final class RingReleases {
             throw new ProtocolException("ring write of " + length + " bytes at offset " + offset
                     + " overruns the " + ringSize + "-byte ring");
         }
+        if (pinned + owed + skipped + aligned > ringSize) {
+            // The writer had no credit for it: it lands on bytes not yet released (or released but not returned).
+            throw new ProtocolException("ring write of " + length + " bytes at offset " + offset
+                    + " lands on ring space not yet released: " + pinned + " bytes held and " + owed
+                    + " not yet returned of " + ringSize);
+        }
         int slot = (int) next & mask;
         spans[slot] = skipped + aligned;
         pinned += skipped + aligned;

@@ -125,4 +125,43 @@ class CreditsTest {
         SendWindow writer = new SendWindow(2, 1024);
         assertThatThrownBy(() -> writer.grant(0, 64)).isInstanceOf(ProtocolException.class);
     }
+
+    @Test
+    void aWrapOntoSpaceStillHeldIsAProtocolError() {
+        RingReleases reader = new RingReleases(1024, 4);
+        long first = reader.arrive(Immediate.encode(512, false, false));
+        reader.arrive(Immediate.encode(256, false, false));
+        // 768 bytes held: a write of 512 that wraps to offset 0 would land on the first, still unreleased.
+        assertThatThrownBy(() -> reader.arrive(Immediate.encode(512, true, false)))
+                .isInstanceOf(ProtocolException.class).hasMessageContaining("not yet released");
+        reader.release(first);
+        // Released but not yet returned to the writer: still not the writer's to use.
+        assertThatThrownBy(() -> reader.arrive(Immediate.encode(512, true, false)))
+                .hasMessageContaining("not yet returned");
+        assertThat(reader.takeOwed()).isEqualTo(512);
+        reader.arrive(Immediate.encode(512, true, false));
+    }
+
+    @Test
+    void receiveWindowEnforcesItsGrantAndRaisesItForABusyPeer() {
+        ReceiveWindow window = new ReceiveWindow(4, 16);
+        for (int i = 0; i < 4; i++) {
+            window.consumed();
+        }
+        assertThatThrownBy(window::consumed).isInstanceOf(ProtocolException.class)
+                .hasMessageContaining("beyond the 4 receive credits");
+        assertThat(window.limit()).isEqualTo(4);
+        // This side freed what came while the peer was at its reserve: the grant doubles (4 more owed).
+        window.freed();
+        assertThat(window.limit()).isEqualTo(8);
+        assertThat(window.owed()).isEqualTo(5);
+        assertThat(window.due()).isTrue();
+        // Only as many as the shared receive queue has room for go out.
+        assertThat(window.take(3)).isEqualTo(3);
+        assertThat(window.outstanding()).isEqualTo(3);
+        window.freed();
+        assertThat(window.limit()).as("the peer is no longer at its reserve").isEqualTo(8);
+        assertThat(window.take(100)).isEqualTo(3);
+        assertThat(window.owed()).isZero();
+    }
 }

@@ -34,8 +34,15 @@ final class ChildJvm implements AutoCloseable {
     }
 
     static ChildJvm start(List<String> prefix, Class<?> main, String... args) throws IOException {
+        return start(prefix, List.of(), main, args);
+    }
+
+    /** The same with JVM options ({@code -Xmx...}) of its own. */
+    static ChildJvm start(List<String> prefix, List<String> jvmArgs, Class<?> main, String... args)
+            throws IOException {
         List<String> command = new ArrayList<>(prefix);
         command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+        command.addAll(jvmArgs);
         command.add("--enable-native-access=ALL-UNNAMED");
         // the parent's VM tuning (the rxe guest runs C1-only with the serial collector: under emulation a JVM
         // with C2 and G1 starts many times slower)
@@ -68,6 +75,12 @@ final class ChildJvm implements AutoCloseable {
                 return line;
             }
         }
+    }
+
+    /** Writes one line to the child's standard input. */
+    void send(String line) throws IOException {
+        process.getOutputStream().write((line + "\n").getBytes(StandardCharsets.UTF_8));
+        process.getOutputStream().flush();
     }
 
     /** Closes the child's standard input: the servers here take it as the signal to shut down. */
