@@ -140,9 +140,16 @@ final class QueueGroup {
         }
     }
 
-    /** A receive completed (its credit is used): the slot is the connection's until {@link #release(int)}. */
-    void consumed() {
+    /** A receive of this SRQ completed: the slot is its connection's until {@link #release(int)}. */
+    void completed() {
         posted--;
+    }
+
+    /**
+     * The connection took the completion as one of the credits it granted (a connection that is gone, or a
+     * message beyond its grant, does not: its credits left with it, or were never committed).
+     */
+    void used() {
         committed--;
     }
 

@@ -577,7 +577,9 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
         boolean recv = WrId.kind(wcs.wrId(i)) == WrId.RECV;
         if (wcs.status(i) == IbvWcStatus.WR_FLUSH_ERR) {
             // The queue pair is in error: the peer disconnected (or an error completion came first). Not news.
-            if (!recv) {
+            if (recv) {
+                c.dropped(wcs, i);
+            } else {
                 c.released(wcs, i);
             }
             peerGone = true;
@@ -587,6 +589,8 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
             if (recv) {
                 if (open) {
                     c.received(wcs, i);
+                } else {
+                    c.dropped(wcs, i);
                 }
             } else {
                 c.sent(wcs, i);

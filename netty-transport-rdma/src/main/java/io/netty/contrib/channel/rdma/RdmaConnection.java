@@ -247,6 +247,7 @@ final class RdmaConnection implements ReceiveRing.Owner {
                         + slotSize + " bytes)" : ""));
             }
             credits.consumed();
+            group.used();
             int opcode = wcs.opcode(i);
             if (opcode == IbvWcOpcode.RECV_RDMA_WITH_IMM) {
                 int immediate = wcs.immData(i);
@@ -292,10 +293,17 @@ final class RdmaConnection implements ReceiveRing.Owner {
                 }
             }
         } finally {
-            if (!queued && !released) {
+            if (!queued) {
                 freeSlot(slot);
             }
         }
+    }
+
+    /** A receive completion nobody will read (the channel is closing): its slot goes back to the shared queue. */
+    void dropped(WorkCompletions wcs, int i) {
+        int slot = WrId.slot(wcs.wrId(i));
+        group.address(slot);
+        group.release(slot);
     }
 
     /** The slot of a message is free again; its credit is owed to the peer. */
@@ -402,13 +410,10 @@ final class RdmaConnection implements ReceiveRing.Owner {
                 }
             } finally {
                 pendingRing[at] = null;
-                if (!released) {
-                    if (r != null) {
-                        r.releases.release(pendingRingSeq[at]);
-                    }
-                    freeSlot(pendingSlots[at]);
-                }
+                // Also when the reader closed the channel meanwhile: the slot belongs to the loop's shared queue.
+                freeSlot(pendingSlots[at]);
                 if (r != null) {
+                    r.releases.release(pendingRingSeq[at]);
                     unrefRing(r);
                 }
             }

@@ -363,7 +363,7 @@ public final class RdmaIoHandler implements IoHandler {
         if (WrId.kind(wrId) == WrId.RECV) {
             // A shared receive queue's slot: the queue pair says whose it is.
             QueueGroup g = groups.get(WrId.channelId(wrId));
-            g.consumed();
+            g.completed();
             r = byQpNum.get(completions.qpNum(index));
             if (r == null || !r.valid && !r.handle.lingering()) {
                 // Its connection is gone (a late message): the slot goes back.
