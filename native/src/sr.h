@@ -6,6 +6,7 @@
  * Linux Soft-RoCE (drivers/infiniband/sw/rxe): one file per part
  *   sr_device.c  device list, contexts, queries, async events, object counts
  *   sr_mr.c      protection domains, memory regions, key checks
+ *   sr_mw.c      memory windows: bind, invalidate, rkey checks through a window
  *   sr_cq.c      completion queues and completion channels
  *   sr_qp.c      queue pairs, shared receive queues, the QP state machine
  *   sr_req.c     requester: send WQEs -> request messages
@@ -37,6 +38,7 @@
 #define SR_MAX_CQ            65536
 #define SR_MAX_CQE           (1 << 20)
 #define SR_MAX_MR            (1 << 20)
+#define SR_MAX_MW            (1 << 20)
 #define SR_MAX_PD            65536
 #define SR_MAX_RD_ATOM       16
 #define SR_MAX_SRQ           65536
@@ -52,12 +54,13 @@
 
 enum sr_kind {
 	SR_K_CONTEXT, SR_K_PD, SR_K_MR, SR_K_CQ, SR_K_COMP_CHANNEL, SR_K_QP,
-	SR_K_SRQ, SR_K_CM_ID, SR_K_CM_CHANNEL, SR_K_NUM
+	SR_K_SRQ, SR_K_CM_ID, SR_K_CM_CHANNEL, SR_K_MW, SR_K_NUM
 };
 
 /* magic values mark live objects so that use after destroy is detectable */
 #define SR_MAGIC_PD  0x50445044u
 #define SR_MAGIC_MR  0x4d524d52u
+#define SR_MAGIC_MW  0x4d574d57u
 #define SR_MAGIC_CQ  0x43514351u
 #define SR_MAGIC_QP  0x51505150u
 #define SR_MAGIC_SRQ 0x53525153u
@@ -97,6 +100,24 @@ struct sr_mr {
 	struct sr_pd *pd;
 	int access;
 	uint64_t iova;                  /* address the peer uses (iova) */
+	atomic_int num_mw;              /* windows bound to it: dereg -> EINVAL (IBA 10.6.7.2.6) */
+};
+
+struct sr_qp;
+
+enum sr_mw_state { SR_MW_FREE, SR_MW_VALID };
+
+struct sr_mw {
+	struct ibv_mw ibv;              /* ibv.rkey is the consumer's copy (type 2: the consumer keeps it) */
+	uint32_t magic;
+	struct sr_pd *pd;
+	pthread_mutex_t lock;           /* everything below */
+	enum sr_mw_state state;         /* type 1 is always VALID (unbound: length 0) */
+	uint32_t rkey;                  /* the device's current rkey: index bits | consumer's 8-bit key */
+	int access;                     /* IBV_ACCESS_REMOTE_* | IBV_ACCESS_ZERO_BASED */
+	uint64_t addr, length;          /* MR iova range it grants */
+	struct sr_mr *mr;               /* bound MR (its num_mw counts this window) */
+	struct sr_qp *qp;               /* type 2: the QP it is bound to (a reference is held) */
 };
 
 struct sr_comp_channel {
@@ -136,6 +157,10 @@ struct sr_swqe {
 	uint32_t psn;
 	uint8_t  inline_used;
 	uint8_t  local_err;             /* ibv_wc_status found while transmitting */
+	uint8_t  local_done;            /* a local operation (bind, invalidate) was executed */
+	uint32_t mw_rkey, mr_lkey;      /* BIND_MW: the window's rkey and the MR's lkey at post time */
+	uint64_t mw_addr, mw_length;    /* BIND_MW: range; rkey above holds the new rkey */
+	int mw_access;                  /* BIND_MW: window access flags */
 	struct ibv_sge *sge;            /* points into the per-slot sge array */
 	uint8_t *inl;                   /* inline copy (SR_MAX_INLINE bytes) */
 };
@@ -231,12 +256,26 @@ SR_HIDDEN const char *sr_opcode_name(int op);
 
 /* MR */
 SR_HIDDEN struct sr_mr *sr_mr_lookup(uint32_t key);
-/* resolve [addr, addr+len) through rkey; 0 or an ibv_wc_status */
-SR_HIDDEN int sr_mr_check_remote(struct sr_pd *pd, uint32_t rkey, uint64_t addr, uint64_t len,
+/* resolve [addr, addr+len) through rkey (an MR's or a window's) for a request arriving on qp;
+ * 0 or an ibv_wc_status */
+SR_HIDDEN int sr_mr_check_remote(struct sr_qp *qp, uint32_t rkey, uint64_t addr, uint64_t len,
 				 int access, uint8_t **out);
 /* resolve a local SGE list into iovecs; 0 or IBV_WC_LOC_PROT_ERR */
 SR_HIDDEN int sr_mr_sge_to_iov(struct sr_pd *pd, const struct ibv_sge *sge, uint32_t n,
 			       bool need_write, struct iovec *iov, int *iovcnt);
+
+/* MW (caller holds sr_mr_lock for reading) */
+SR_HIDDEN bool sr_mw_key(uint32_t rkey);               /* the key names a window, not an MR */
+/* resolve through a window's rkey: 0 or IBV_WC_REM_ACCESS_ERR */
+SR_HIDDEN int sr_mw_check_remote(struct sr_qp *qp, uint32_t rkey, uint64_t addr, uint64_t len,
+				 int access, uint8_t **out);
+/* execute a BIND_MW WQE on qp: 0 or IBV_WC_MW_BIND_ERR */
+SR_HIDDEN int sr_mw_bind(struct sr_qp *qp, const struct sr_swqe *w);
+/* invalidate rkey: LOCAL_INV posted on qp, or (remote) SEND_WITH_INV arriving on qp; 0 or -1 */
+SR_HIDDEN int sr_mw_invalidate(struct sr_qp *qp, uint32_t rkey, bool remote);
+SR_HIDDEN struct ibv_mw *sr_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+SR_HIDDEN int sr_dealloc_mw(struct ibv_mw *mw);
+SR_HIDDEN int sr_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bind);
 
 /* CQ */
 SR_HIDDEN void sr_cq_push(struct sr_cq *cq, const struct ibv_wc *wc, bool solicited);
@@ -267,6 +306,7 @@ enum sr_nak { SR_NAK_PSN_SEQ = 0, SR_NAK_INV_REQ = 1, SR_NAK_REM_ACCESS = 2, SR_
 
 #define SR_F_IMM       0x01
 #define SR_F_SOLICITED 0x02
+#define SR_F_INV       0x04     /* SEND with invalidate: rkey holds the rkey to invalidate */
 #define SR_WIRE_MAGIC  0x5352u  /* "SR" */
 
 struct sr_hdr {

@@ -59,16 +59,24 @@ static int copy_out(struct sr_src *src, const struct iovec *iov, int n, uint64_t
 	return 0;
 }
 
-/* complete WQEs at the head that failed locally while being transmitted */
+/*
+ * complete WQEs at the head that failed locally while being transmitted, and
+ * local operations (bind, invalidate) executed while requests ahead of them
+ * were outstanding
+ */
 static void complete_local_errors(struct sr_qp *qp)
 {
-	if (qp->sq_head != qp->sq_next) {
+	while (qp->sq_head != qp->sq_next) {
 		struct sr_swqe *w = &qp->sq[qp->sq_head % qp->sq_size];
 
 		if (w->local_err) {
 			sr_qp_complete_send(qp, w->local_err);
 			sr_qp_error(qp);
+			break;
 		}
+		if (!w->local_done)
+			break;
+		sr_qp_complete_send(qp, IBV_WC_SUCCESS);
 	}
 }
 

@@ -21,7 +21,7 @@
 int sr_debug;
 atomic_long sr_counts[SR_K_NUM];
 static const char *const kind_names[SR_K_NUM] = {
-	"context", "pd", "mr", "cq", "comp_channel", "qp", "srq", "cm_id", "cm_channel",
+	"context", "pd", "mr", "cq", "comp_channel", "qp", "srq", "cm_id", "cm_channel", "mw",
 };
 
 void sr_count(enum sr_kind k, int delta)
@@ -269,6 +269,9 @@ struct ibv_context *sr_open(bool internal)
 	c->vctx.context.ops.post_send = sr_qp_post_send;
 	c->vctx.context.ops.post_recv = sr_qp_post_recv;
 	c->vctx.context.ops.post_srq_recv = sr_srq_post_recv;
+	c->vctx.context.ops.alloc_mw = sr_alloc_mw;
+	c->vctx.context.ops.dealloc_mw = sr_dealloc_mw;
+	c->vctx.context.ops.bind_mw = sr_bind_mw;
 	pthread_mutex_init(&c->vctx.context.mutex, NULL);
 	c->internal = internal;
 	if (!internal)
@@ -327,7 +330,8 @@ static void fill_device_attr(struct ibv_device_attr *a)
 	a->max_qp_wr = SR_MAX_QP_WR;
 	a->device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR |
 			      IBV_DEVICE_CHANGE_PHY_PORT | IBV_DEVICE_SYS_IMAGE_GUID |
-			      IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE;
+			      IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE |
+			      IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B; /* as rxe */
 	a->max_sge = SR_MAX_SGE;
 	a->max_sge_rd = SR_MAX_SGE;
 	a->max_cq = SR_MAX_CQ;
@@ -339,7 +343,7 @@ static void fill_device_attr(struct ibv_device_attr *a)
 	a->max_res_rd_atom = SR_MAX_RD_ATOM * SR_MAX_QP;
 	a->max_qp_init_rd_atom = SR_MAX_RD_ATOM;
 	a->atomic_cap = IBV_ATOMIC_HCA;
-	a->max_mw = 0;
+	a->max_mw = SR_MAX_MW;
 	a->max_srq = SR_MAX_SRQ;
 	a->max_srq_wr = SR_MAX_SRQ_WR;
 	a->max_srq_sge = SR_MAX_SRQ_SGE;
@@ -367,6 +371,7 @@ static int sr_query_device_ex_op(struct ibv_context *ctx,
 		return EINVAL;
 	memset(&ex, 0, sizeof(ex));
 	fill_device_attr(&ex.orig_attr);
+	ex.device_cap_flags_ex = ex.orig_attr.device_cap_flags;
 	ex.max_dm_size = 0;
 	if (attr_size > sizeof(ex))
 		attr_size = sizeof(ex);

@@ -179,6 +179,11 @@ SR_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 		return EINVAL;
 	/* waits for any copy into or out of this MR to finish */
 	pthread_rwlock_wrlock(&sr_mr_lock);
+	/* IBA 10.6.7.2.6: an MR with windows bound to it stays (rxe: EINVAL) */
+	if (atomic_load(&mr->num_mw)) {
+		pthread_rwlock_unlock(&sr_mr_lock);
+		return EINVAL;
+	}
 	mr_table[ibmr->handle] = NULL;
 	mr->magic = SR_MAGIC_DEAD;
 	pthread_rwlock_unlock(&sr_mr_lock);
@@ -203,6 +208,11 @@ SR_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibpd, 
 	if ((flags & IBV_REREG_MR_CHANGE_ACCESS) && !access_ok(access))
 		return IBV_REREG_MR_ERR_INPUT;
 	pthread_rwlock_wrlock(&sr_mr_lock);
+	/* the windows bound to it were checked against what it is now */
+	if (atomic_load(&mr->num_mw)) {
+		pthread_rwlock_unlock(&sr_mr_lock);
+		return IBV_REREG_MR_ERR_INPUT;
+	}
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
 		mr->ibv.addr = addr;
 		mr->ibv.length = length;
@@ -221,7 +231,7 @@ SR_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibpd, 
 }
 
 /* caller holds sr_mr_lock for reading */
-int sr_mr_check_remote(struct sr_pd *pd, uint32_t rkey, uint64_t addr, uint64_t len, int access,
+int sr_mr_check_remote(struct sr_qp *qp, uint32_t rkey, uint64_t addr, uint64_t len, int access,
 		       uint8_t **out)
 {
 	struct sr_mr *mr;
@@ -230,8 +240,12 @@ int sr_mr_check_remote(struct sr_pd *pd, uint32_t rkey, uint64_t addr, uint64_t 
 	/* IBA 9.7.4.1.3: a zero-length RDMA operation does not check the R_Key */
 	if (len == 0)
 		return IBV_WC_SUCCESS;
+	/* a window's rkey: its QP, bounds and access decide (sr_mw.c) */
+	if (sr_mw_key(rkey))
+		return sr_mw_check_remote(qp, rkey, addr, len, access, out);
+	/* an MR's rkey is valid on every QP of its PD */
 	mr = sr_mr_lookup(rkey);
-	if (!mr || mr->pd != pd || (mr->access & access) != access)
+	if (!mr || mr->pd != qp->pd || (mr->access & access) != access)
 		return IBV_WC_REM_ACCESS_ERR;
 	if (addr < mr->iova || len > mr->ibv.length || addr - mr->iova > mr->ibv.length - len)
 		return IBV_WC_REM_ACCESS_ERR;

@@ -156,6 +156,10 @@ static enum ibv_wc_opcode send_wc_opcode(enum ibv_wr_opcode op)
 		return IBV_WC_COMP_SWAP;
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		return IBV_WC_FETCH_ADD;
+	case IBV_WR_BIND_MW:
+		return IBV_WC_BIND_MW;
+	case IBV_WR_LOCAL_INV:
+		return IBV_WC_LOCAL_INV;
 	default:
 		return IBV_WC_SEND;
 	}
@@ -627,8 +631,22 @@ static int check_send_wr(struct sr_qp *qp, struct ibv_send_wr *wr, uint64_t *len
 	    (wr->num_sge && !wr->sg_list))
 		return EINVAL;
 	switch (wr->opcode) {
+	case IBV_WR_BIND_MW: {
+		const struct ibv_mw_bind_info *b = &wr->bind_mw.bind_info;
+
+		/* local operations carry no data: the SGE list is ignored */
+		if (!wr->bind_mw.mw || ((struct sr_mw *)wr->bind_mw.mw)->magic != SR_MAGIC_MW ||
+		    (b->length && !b->mr))
+			return EINVAL;
+		*len = 0;
+		return 0;
+	}
+	case IBV_WR_LOCAL_INV:
+		*len = 0;
+		return 0;
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_SEND_WITH_INV:
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
 	case IBV_WR_RDMA_READ:
@@ -707,8 +725,32 @@ int sr_qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send
 		w->num_sge = (uint32_t)wr->num_sge;
 		w->length = len;
 		w->local_err = 0;
+		w->local_done = 0;
 		w->inline_used = 0;
-		if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		if (wr->opcode == IBV_WR_BIND_MW) {
+			const struct ibv_mw_bind_info *b = &wr->bind_mw.bind_info;
+
+			/* as rxe: the window and the MR are named by their keys as they are now */
+			w->mw_rkey = wr->bind_mw.mw->rkey;
+			w->mr_lkey = b->mr ? b->mr->lkey : 0;
+			w->rkey = wr->bind_mw.rkey;
+			w->mw_addr = b->addr;
+			w->mw_length = b->length;
+			w->mw_access = (int)b->mw_access_flags;
+			w->num_sge = 0;
+			qp->sq_tail++;
+			continue;
+		}
+		if (wr->opcode == IBV_WR_LOCAL_INV || wr->opcode == IBV_WR_SEND_WITH_INV) {
+			w->rkey = wr->invalidate_rkey;
+			w->imm_data = 0;
+			if (wr->opcode == IBV_WR_LOCAL_INV) {
+				w->num_sge = 0;
+				qp->sq_tail++;
+				continue;
+			}
+		} else if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+			   wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
 			w->remote_addr = wr->wr.atomic.remote_addr;
 			w->rkey = wr->wr.atomic.rkey;
 			w->compare_add = wr->wr.atomic.compare_add;

@@ -12,6 +12,9 @@ static uint8_t wire_op(enum ibv_wr_opcode op, uint8_t *flags)
 	case IBV_WR_SEND_WITH_IMM:
 		*flags |= SR_F_IMM;
 		return SR_OP_SEND;
+	case IBV_WR_SEND_WITH_INV:
+		*flags |= SR_F_INV;
+		return SR_OP_SEND;
 	case IBV_WR_SEND:
 		return SR_OP_SEND;
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
@@ -28,6 +31,40 @@ static uint8_t wire_op(enum ibv_wr_opcode op, uint8_t *flags)
 	}
 }
 
+/*
+ * A local operation (BIND_MW, LOCAL_INV) is executed when the requester
+ * reaches it, in send queue order, and sends nothing; qp->lock held. It
+ * completes in order: at once when nothing is outstanding before it, else
+ * when the response to the request before it arrives (its PSN is that
+ * request's, so a coalesced ACK covers it). A retry (go back N) skips the
+ * operations already executed. Returns false when it failed.
+ */
+static bool local_op(struct sr_qp *qp, struct sr_swqe *w)
+{
+	int st = IBV_WC_SUCCESS;
+
+	if (!w->local_done) {
+		if (w->opcode == IBV_WR_BIND_MW)
+			st = sr_mw_bind(qp, w);
+		else if (sr_mw_invalidate(qp, w->rkey, false))
+			st = IBV_WC_LOC_QP_OP_ERR; /* as rxe */
+	}
+	qp->sq_next++;
+	if (st != IBV_WC_SUCCESS) {
+		/* IBA 10.7.3.1: completes in error, in order after those ahead of it */
+		w->local_err = (uint8_t)st;
+		if (qp->sq_head + 1 == qp->sq_next) {
+			sr_qp_complete_send(qp, st);
+			sr_qp_error(qp);
+		}
+		return false;
+	}
+	w->local_done = 1;
+	w->psn = (qp->next_psn - 1) & 0xffffff;
+	if (qp->sq_head + 1 == qp->sq_next)
+		sr_qp_complete_send(qp, IBV_WC_SUCCESS);
+	return true;
+}
 
 /* a chained post goes out in one system call: up to this many messages */
 #define BATCH_MSGS 32
@@ -58,6 +95,14 @@ void sr_req_progress(struct sr_qp *qp)
 		}
 		w = &qp->sq[qp->sq_next % qp->sq_size];
 		w->local_err = 0; /* a retry looks at the local buffers again */
+		if (w->opcode == IBV_WR_BIND_MW || w->opcode == IBV_WR_LOCAL_INV) {
+			bool ok = local_op(qp, w);
+
+			pthread_mutex_unlock(&qp->lock);
+			if (!ok)
+				break;
+			continue;
+		}
 		h.op = wire_op(w->opcode, &h.flags);
 		if (w->send_flags & IBV_SEND_SOLICITED)
 			h.flags |= SR_F_SOLICITED;

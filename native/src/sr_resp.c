@@ -11,7 +11,7 @@
 enum resp_state {
 	RESPST_CHECK_QP, RESPST_CHECK_PSN, RESPST_GET_RECV, RESPST_CHECK_RKEY, RESPST_EXECUTE,
 	RESPST_ACK, RESPST_RNR_NAK, RESPST_ERR_INV_REQ, RESPST_ERR_ACCESS, RESPST_ERR_LENGTH,
-	RESPST_ERR_LOCAL, RESPST_DROP, RESPST_NUM
+	RESPST_ERR_LOCAL, RESPST_ERR_INVALIDATE, RESPST_DROP, RESPST_NUM
 };
 
 static const char *const resp_state_name[RESPST_NUM] = {
@@ -19,7 +19,8 @@ static const char *const resp_state_name[RESPST_NUM] = {
 	[RESPST_GET_RECV] = "GET_RECV", [RESPST_CHECK_RKEY] = "CHECK_RKEY",
 	[RESPST_EXECUTE] = "EXECUTE", [RESPST_ACK] = "ACK", [RESPST_RNR_NAK] = "RNR_NAK",
 	[RESPST_ERR_INV_REQ] = "ERR_INV_REQ", [RESPST_ERR_ACCESS] = "ERR_ACCESS",
-	[RESPST_ERR_LENGTH] = "ERR_LENGTH", [RESPST_ERR_LOCAL] = "ERR_LOCAL", [RESPST_DROP] = "DROP",
+	[RESPST_ERR_LENGTH] = "ERR_LENGTH", [RESPST_ERR_LOCAL] = "ERR_LOCAL",
+	[RESPST_ERR_INVALIDATE] = "ERR_INVALIDATE", [RESPST_DROP] = "DROP",
 };
 
 static void recv_cqe(struct sr_qp *qp, uint64_t wr_id, enum ibv_wc_status st,
@@ -36,6 +37,9 @@ static void recv_cqe(struct sr_qp *qp, uint64_t wr_id, enum ibv_wc_status st,
 	if (st == IBV_WC_SUCCESS && (h->flags & SR_F_IMM)) {
 		wc.imm_data = h->imm;
 		wc.wc_flags = IBV_WC_WITH_IMM;
+	} else if (st == IBV_WC_SUCCESS && (h->flags & SR_F_INV)) {
+		wc.invalidated_rkey = h->rkey;
+		wc.wc_flags = IBV_WC_WITH_INV;
 	}
 	sr_cq_push(qp->rcq, &wc, (h->flags & SR_F_SOLICITED) != 0);
 }
@@ -139,6 +143,11 @@ void sr_resp_handle(struct sr_conn *from, struct sr_hdr *h, struct sr_src *src)
 		state = RESPST_EXECUTE;
 		if (copy_in(src, iov, iovcnt, h->len))
 			goto out;
+		/* SEND with invalidate: the window is invalid before the CQE and the ACK are seen */
+		if ((h->flags & SR_F_INV) && sr_mw_invalidate(qp, h->rkey, true)) {
+			state = RESPST_ERR_INVALIDATE;
+			goto out;
+		}
 		recv_cqe(qp, rw.wr_id, IBV_WC_SUCCESS, IBV_WC_RECV, (uint32_t)h->len, h);
 		have_recv = false;
 		state = RESPST_ACK;
@@ -149,7 +158,7 @@ void sr_resp_handle(struct sr_conn *from, struct sr_hdr *h, struct sr_src *src)
 			state = RESPST_ERR_INV_REQ;
 			goto out;
 		}
-		if (sr_mr_check_remote(qp->pd, h->rkey, h->raddr, h->len, IBV_ACCESS_REMOTE_WRITE, &mem)) {
+		if (sr_mr_check_remote(qp, h->rkey, h->raddr, h->len, IBV_ACCESS_REMOTE_WRITE, &mem)) {
 			state = RESPST_ERR_ACCESS;
 			goto out;
 		}
@@ -178,7 +187,7 @@ void sr_resp_handle(struct sr_conn *from, struct sr_hdr *h, struct sr_src *src)
 			state = RESPST_ERR_INV_REQ;
 			goto out;
 		}
-		if (sr_mr_check_remote(qp->pd, h->rkey, h->raddr, h->len, IBV_ACCESS_REMOTE_READ, &mem)) {
+		if (sr_mr_check_remote(qp, h->rkey, h->raddr, h->len, IBV_ACCESS_REMOTE_READ, &mem)) {
 			state = RESPST_ERR_ACCESS;
 			goto out;
 		}
@@ -200,7 +209,7 @@ void sr_resp_handle(struct sr_conn *from, struct sr_hdr *h, struct sr_src *src)
 			state = RESPST_ERR_INV_REQ;
 			goto out;
 		}
-		if (sr_mr_check_remote(qp->pd, h->rkey, h->raddr, 8, IBV_ACCESS_REMOTE_ATOMIC, &mem)) {
+		if (sr_mr_check_remote(qp, h->rkey, h->raddr, 8, IBV_ACCESS_REMOTE_ATOMIC, &mem)) {
 			state = RESPST_ERR_ACCESS;
 			goto out;
 		}
@@ -234,6 +243,18 @@ out:
 			r.op = SR_OP_ACK;
 		if (!dup)
 			qp->epsn = (qp->epsn + 1) & 0xffffff;
+		break;
+	case RESPST_ERR_INVALIDATE:
+		/*
+		 * The rkey of a SEND with invalidate names no window bound to this QP
+		 * (rxe's class J): the SEND is acknowledged, its RECV WQE completes in
+		 * error and the responder QP goes to the error state.
+		 */
+		r.op = SR_OP_ACK;
+		qp->epsn = (qp->epsn + 1) & 0xffffff;
+		recv_cqe(qp, rw.wr_id, IBV_WC_REM_INV_REQ_ERR, IBV_WC_RECV, 0, h);
+		have_recv = false;
+		sr_qp_error(qp);
 		break;
 	case RESPST_RNR_NAK:
 		/* IBA 9.7.5.2.8: RNR NAK carries the responder's minimum RNR timer */

@@ -70,7 +70,7 @@ void sr_log(const char *fmt, ...) {
     va_end(ap);
 }
 
-static const char *kinds[] = {"context", "pd", "mr", "cq", "comp_channel", "qp", "srq", "cm_id", "cm_channel"};
+static const char *kinds[] = {"context", "pd", "mr", "cq", "comp_channel", "qp", "srq", "cm_id", "cm_channel", "mw"};
 
 /* After the test body: every object count must be back to zero (polls up to 2 s for
  * asynchronous teardown). librdmacm keeps device contexts open by design, so after rdma_cm use

@@ -8,7 +8,7 @@ static void expect_count(const char *kind, long want) {
 
 TEST(leak_counters, 30) {
     if (!sr_object_count) SKIP("softrdma_object_count not exported: not the software device (leak checks off)");
-    const char *kinds[] = {"context", "pd", "mr", "cq", "comp_channel", "qp", "srq", "cm_id", "cm_channel"};
+    const char *kinds[] = {"context", "pd", "mr", "cq", "comp_channel", "qp", "srq", "cm_id", "cm_channel", "mw"};
     for (unsigned i = 0; i < sizeof kinds / sizeof *kinds; i++) expect_count(kinds[i], 0);
     struct dev d;
     dev_open(&d);
@@ -18,6 +18,10 @@ TEST(leak_counters, 30) {
     void *buf = xalloc(4096);
     struct ibv_mr *mr = reg(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
     expect_count("mr", 1);
+    struct ibv_mw *mw = CHECK_PTR(ibv_alloc_mw(pd, IBV_MW_TYPE_2));
+    expect_count("mw", 1);
+    CHECK_OK(ibv_dealloc_mw(mw));
+    expect_count("mw", 0);
     struct ibv_comp_channel *ch = CHECK_PTR(ibv_create_comp_channel(d.ctx));
     expect_count("comp_channel", 1);
     struct ibv_cq *cq = CHECK_PTR(ibv_create_cq(d.ctx, 16, NULL, ch, 0));
