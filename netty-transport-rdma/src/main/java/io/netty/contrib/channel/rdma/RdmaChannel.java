@@ -239,7 +239,17 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
                     accept();
                 } catch (Throwable t) {
                     failRegistration(t);
+                    return;
                 }
+                // A client that never completes the handshake (never sends its RTU) must not hold the QP forever.
+                int timeoutMillis = config.getEstablishTimeoutMillis();
+                connectTimeoutFuture = eventLoop().schedule(() -> {
+                    if (registerPromise != null) {
+                        failRegistration(new ConnectTimeoutException("connection from " + remote
+                                + " was not established within " + timeoutMillis + " ms"));
+                        unsafe().close(unsafe().voidPromise());
+                    }
+                }, timeoutMillis, TimeUnit.MILLISECONDS);
                 // Not yet: an accepted TCP socket is connected, so pipelines expect an accepted channel to be
                 // active from the start (a child handler may write in initChannel). The registration completes
                 // when rdma_cm reports ESTABLISHED, and the pipeline sees the channel registered and active at
@@ -469,6 +479,10 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
             fulfillConnect();
         } else {
             active = true;
+            if (connectTimeoutFuture != null) {
+                connectTimeoutFuture.cancel(false);
+                connectTimeoutFuture = null;
+            }
             ChannelPromise promise = registerPromise;
             if (promise != null) {
                 // Netty completes the registration: handlerAdded (the child handler's initChannel),

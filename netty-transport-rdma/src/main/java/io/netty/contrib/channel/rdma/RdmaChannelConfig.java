@@ -43,6 +43,7 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
     static final int DEFAULT_SEND_QUEUE_DEPTH = 128;
     static final int DEFAULT_MAX_INLINE_DATA = 128;
     static final int DEFAULT_RESOLVE_TIMEOUT_MILLIS = 2000;
+    static final int DEFAULT_ESTABLISH_TIMEOUT_MILLIS = 10_000;
 
     private volatile boolean allowHalfClosure;
     private volatile int receiveCredits = DEFAULT_RECEIVE_CREDITS;
@@ -52,6 +53,7 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
     private volatile int sendQueueDepth = DEFAULT_SEND_QUEUE_DEPTH;
     private volatile int maxInlineData = DEFAULT_MAX_INLINE_DATA;
     private volatile int resolveTimeoutMillis = DEFAULT_RESOLVE_TIMEOUT_MILLIS;
+    private volatile int establishTimeoutMillis = DEFAULT_ESTABLISH_TIMEOUT_MILLIS;
     private volatile int trafficClass;
     private volatile int sendBufferSize = 128 * 1024;
     private volatile int soLinger = -1;
@@ -69,7 +71,7 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
                 SO_LINGER, IP_TOS, ALLOW_HALF_CLOSURE, RdmaChannelOption.RECEIVE_CREDITS,
                 RdmaChannelOption.RECEIVE_SLOT_SIZE, RdmaChannelOption.RING_SIZE, RdmaChannelOption.RECEIVE_ZERO_COPY,
                 RdmaChannelOption.SEND_QUEUE_DEPTH, RdmaChannelOption.MAX_INLINE_DATA,
-                RdmaChannelOption.RESOLVE_TIMEOUT_MILLIS);
+                RdmaChannelOption.RESOLVE_TIMEOUT_MILLIS, RdmaChannelOption.ESTABLISH_TIMEOUT_MILLIS);
     }
 
     @SuppressWarnings("unchecked")
@@ -120,6 +122,9 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
         if (option == RdmaChannelOption.RESOLVE_TIMEOUT_MILLIS) {
             return (T) Integer.valueOf(getResolveTimeoutMillis());
         }
+        if (option == RdmaChannelOption.ESTABLISH_TIMEOUT_MILLIS) {
+            return (T) Integer.valueOf(getEstablishTimeoutMillis());
+        }
         return super.getOption(option);
     }
 
@@ -156,6 +161,8 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
             setMaxInlineData((Integer) value);
         } else if (option == RdmaChannelOption.RESOLVE_TIMEOUT_MILLIS) {
             setResolveTimeoutMillis((Integer) value);
+        } else if (option == RdmaChannelOption.ESTABLISH_TIMEOUT_MILLIS) {
+            setEstablishTimeoutMillis((Integer) value);
         } else {
             return super.setOption(option, value);
         }
@@ -240,6 +247,16 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
     /** @see RdmaChannelOption#RESOLVE_TIMEOUT_MILLIS */
     public RdmaChannelConfig setResolveTimeoutMillis(int resolveTimeoutMillis) {
         this.resolveTimeoutMillis = checkPositive(resolveTimeoutMillis, "resolveTimeoutMillis");
+        return this;
+    }
+
+    public int getEstablishTimeoutMillis() {
+        return establishTimeoutMillis;
+    }
+
+    /** @see RdmaChannelOption#ESTABLISH_TIMEOUT_MILLIS */
+    public RdmaChannelConfig setEstablishTimeoutMillis(int establishTimeoutMillis) {
+        this.establishTimeoutMillis = checkPositive(establishTimeoutMillis, "establishTimeoutMillis");
         return this;
     }
 

@@ -49,6 +49,13 @@ public final class RdmaChannelOption<T> extends ChannelOption<T> {
     public static final ChannelOption<Integer> MAX_INLINE_DATA = valueOf(RdmaChannelOption.class,
             "MAX_INLINE_DATA");
 
+    /**
+     * Milliseconds an accepted connection may take from the accept to ESTABLISHED (the client's last handshake
+     * message); one that takes longer is torn down, so half-open handshakes cannot pin a server. Default 10000.
+     */
+    public static final ChannelOption<Integer> ESTABLISH_TIMEOUT_MILLIS = valueOf(RdmaChannelOption.class,
+            "ESTABLISH_TIMEOUT_MILLIS");
+
     /** Milliseconds rdma_cm may take to resolve the peer's address and route. Default 2000. */
     public static final ChannelOption<Integer> RESOLVE_TIMEOUT_MILLIS = valueOf(RdmaChannelOption.class,
             "RESOLVE_TIMEOUT_MILLIS");

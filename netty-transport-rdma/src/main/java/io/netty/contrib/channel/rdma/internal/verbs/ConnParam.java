@@ -13,9 +13,11 @@ import static java.lang.foreign.ValueLayout.JAVA_BYTE;
  * @param initiatorDepth      RDMA READs we may have outstanding towards the peer
  * @param retryCount          transport retries (0-7; ignored on accept)
  * @param rnrRetryCount       RNR retries (0-7, 7 = infinite)
+ * @param qpNum               the QP number to announce when the id has no QP of its own (the consumer drives
+ *                            its QP and calls {@code rdma_establish}); 0 otherwise
  */
 public record ConnParam(byte[] privateData, int responderResources, int initiatorDepth, int retryCount,
-                        int rnrRetryCount) {
+                        int rnrRetryCount, int qpNum) {
     public static final int MAX_PRIVATE_DATA = 255;
 
     public ConnParam {
@@ -32,7 +34,12 @@ public record ConnParam(byte[] privateData, int responderResources, int initiato
 
     /** {@code privateData} with one outstanding READ each way, 7 retries, infinite RNR retry. */
     public static ConnParam of(byte[] privateData) {
-        return new ConnParam(privateData, 1, 1, 7, 7);
+        return new ConnParam(privateData, 1, 1, 7, 7, 0);
+    }
+
+    /** The same parameters announcing {@code qpNum} (for an id without a QP). */
+    public ConnParam withQpNum(int qpNum) {
+        return new ConnParam(privateData, responderResources, initiatorDepth, retryCount, rnrRetryCount, qpNum);
     }
 
     @Override
@@ -52,6 +59,7 @@ public record ConnParam(byte[] privateData, int responderResources, int initiato
         RdmaConnParam.INITIATOR_DEPTH.set(param, 0L, (byte) initiatorDepth);
         RdmaConnParam.RETRY_COUNT.set(param, 0L, (byte) retryCount);
         RdmaConnParam.RNR_RETRY_COUNT.set(param, 0L, (byte) rnrRetryCount);
+        RdmaConnParam.QP_NUM.set(param, 0L, qpNum);
         return param;
     }
 
