@@ -42,7 +42,7 @@ public final class ConnectionsServerProcess {
     private ConnectionsServerProcess() {
     }
 
-    public static void main(String[] args) throws Exception {
+    public static void main(String[] args) throws Throwable {
         AtomicInteger open = new AtomicInteger();
         EventLoopGroup group = new MultiThreadIoEventLoopGroup(2, RdmaIoHandler.newFactory());
         Channel server = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
