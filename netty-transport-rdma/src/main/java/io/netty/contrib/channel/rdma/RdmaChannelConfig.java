@@ -40,7 +40,7 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
     static final int INITIAL_RECEIVE_CREDITS = 4;
     static final int DEFAULT_RECEIVE_SLOT_SIZE = 8192;
     static final int DEFAULT_RING_SIZE = 1 << 20;
-    static final int DEFAULT_SEND_QUEUE_DEPTH = 128;
+    static final int DEFAULT_SEND_QUEUE_DEPTH = 64;
     static final int DEFAULT_MAX_INLINE_DATA = 128;
     static final int DEFAULT_RESOLVE_TIMEOUT_MILLIS = 2000;
     static final int DEFAULT_ESTABLISH_TIMEOUT_MILLIS = 10_000;

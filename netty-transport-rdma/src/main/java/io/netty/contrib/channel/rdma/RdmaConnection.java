@@ -49,8 +49,6 @@ import java.util.concurrent.TimeUnit;
  */
 final class RdmaConnection implements ReceiveRing.Owner {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaConnection.class);
-    /** Every this many sends one is signalled; the last of each batch always is. */
-    private static final int SIGNAL_INTERVAL = 16;
     /** A ring that received nothing for this long (and holds nothing) is given back. */
     private static final long RING_IDLE_MILLIS = 1000;
     /** Addresses of receive slots and rings, read without a segment per message. */
@@ -126,17 +124,7 @@ final class RdmaConnection implements ReceiveRing.Owner {
 
     // Send side.
     private final int sqDepth;
-    private final int maxInline;
-    private final ByteBuf headerBuf;
-    private final MemorySegment headers;
-    private final int headerLkey;
-    private final SendWorkRequests sendWrs;
-    private final int[] batchFlags;
-    private int batchCount;
-    private final ByteBuf[] inflight;
-    private long postedSeq;
-    private long completedSeq;
-    private int unsignaled;
+    private final SendQueue sends;
     private SendWindow window;
     private long peerRingAddress;
     private int peerRingRkey;
@@ -149,7 +137,6 @@ final class RdmaConnection implements ReceiveRing.Owner {
     /** Part of a FileRegion read and waiting for credit to be sent. */
     private ByteBuf fileChunk;
     private boolean released;
-    private boolean joined;
 
     RdmaConnection(RdmaIoHandler.Registration registration, EventLoop loop, CmId id, RdmaDevices.Device device,
                    RdmaChannelConfig config) {
@@ -166,42 +153,37 @@ final class RdmaConnection implements ReceiveRing.Owner {
         int initialCredits = config.getInitialReceiveCredits();
         int maxCredits = config.getReceiveCredits();
         this.credits = new ReceiveWindow(initialCredits, maxCredits);
-        this.sendWrs = handler.sendWorkRequests();
-        this.batchFlags = handler.batchFlags();
         this.group = handler.queueGroup(device, slotSize, sqDepth, initialCredits);
-        joined = true;
         pendingSlots = new int[maxCredits];
         pendingKind = new byte[maxCredits];
         pendingAddress = new long[maxCredits];
         pendingLength = new int[maxCredits];
         pendingRingSeq = new long[maxCredits];
         pendingRing = new ReceiveRing[maxCredits];
-        inflight = new ByteBuf[sqDepth];
-        ByteBuf h = null;
+        ByteBuf headers = null;
         QueuePair q = null;
-        boolean ok = false;
+        SendQueue sq = null;
         try {
-            // One header per send slot, then the payload of the one RING message that can be in flight.
-            int headerBytes = sqDepth * MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD;
-            h = alloc.directBuffer(headerBytes, headerBytes);
-            long lkey = RegisteredBuffer.lkey(h, pool);
-            if (lkey == RegisteredBuffer.NOT_REGISTERED) {
-                throw new IllegalStateException("the pool of " + alloc + " handed out unregistered memory");
-            }
-            headerLkey = (int) lkey;
-            headers = MemorySegment.ofAddress(h.memoryAddress()).reinterpret(headerBytes);
+            headers = alloc.directBuffer(SendQueue.headerBytes(sqDepth), SendQueue.headerBytes(sqDepth));
             q = id.createQp(pd, new QpInitAttributes(group.cq, group.cq, group.srq, sqDepth, 0, 2, 0,
                     config.getMaxInlineData(), false));
-            maxInline = q.maxInlineData();
+            sq = new SendQueue(channelId, q, group, sqDepth, alloc, headers, handler.sendWorkRequests(),
+                    handler.batchFlags());
             handler.bindQueuePair(q.qpNum(), registration);
-            ok = true;
-        } finally {
-            headerBuf = h;
-            qp = q;
-            if (!ok) {
-                release();
+        } catch (RuntimeException e) {
+            if (q != null) {
+                q.close();
             }
+            if (sq != null) {
+                sq.release();
+            } else if (headers != null) {
+                headers.release();
+            }
+            group.leave(sqDepth, credits.outstanding());
+            throw e;
         }
+        qp = q;
+        sends = sq;
     }
 
     /** Writes what this side offers the peer. */
@@ -457,16 +439,17 @@ final class RdmaConnection implements ReceiveRing.Owner {
 
     /** Posts a CREDIT or RING message if the peer needs one. */
     void flushReceives() {
-        if (released || window == null || batchCount != 0) {
+        if (released || window == null || sends.batching()) {
             return;
         }
-        if (sqRoom() > 0 && !retiredMayReceive && (ringOfferDue() || ringIdle && ring != null || ringSwitchDue())
+        if (sends.room() > 0 && !retiredMayReceive && (ringOfferDue() || ringIdle && ring != null || ringSwitchDue())
                 && window.tryAcquireCreditMessage()) {
             offerRing();
         }
-        if (creditsDue() && sqRoom() > 0 && window.tryAcquireCreditMessage()) {
-            prepareHeaderOnly(MessageHeader.TYPE_CREDIT);
-            postBatch();
+        if (creditsDue() && sends.room() > 0 && window.tryAcquireCreditMessage()) {
+            writeHeader(MessageHeader.TYPE_CREDIT, 0);
+            sends.send(null, 0);
+            sends.post();
         }
     }
 
@@ -517,22 +500,10 @@ final class RdmaConnection implements ReceiveRing.Owner {
                 return;
             }
         }
-        int i = batchCount;
-        int slot = slotOf(postedSeq + i);
-        int flags = ringSeenFlag();
-        int recvCredits = grantedCredits();
-        long payload = (long) sqDepth * MessageHeader.LENGTH;
-        header.wrap(headers, (long) slot * MessageHeader.LENGTH).write(MessageHeader.TYPE_RING, flags, recvCredits, 0);
-        header.wrap(headers, payload - MessageHeader.LENGTH).writeRing(next == null ? 0 : next.mr.addr(),
-                next == null ? 0 : next.mr.rkey(), next == null ? 0 : (int) next.size);
-        sendWrs.set(i, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.SEND, 0);
-        sendWrs.sgeAddress(i, 0, headers.address() + (long) slot * MessageHeader.LENGTH, MessageHeader.LENGTH,
-                headerLkey);
-        sendWrs.sgeAddress(i, 1, headers.address() + payload, MessageHeader.RING_PAYLOAD, headerLkey);
-        sendWrs.numSge(i, 2);
-        batchFlags[i] = MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD <= maxInline ? IbvSendFlags.INLINE : 0;
-        batchCount++;
-        postBatch();
+        sends.nextHeader(header).write(MessageHeader.TYPE_RING, ringSeenFlag(), grantedCredits(), 0);
+        sends.sendRing(next == null ? 0 : next.mr.addr(), next == null ? 0 : next.mr.rkey(),
+                next == null ? 0 : (int) next.size);
+        sends.post();
         if (ring != null) {
             // A ring retired before, still alive under held buffers, frees itself when they are released.
             retired = ring;
@@ -566,10 +537,6 @@ final class RdmaConnection implements ReceiveRing.Owner {
 
     // ---------------------------------------------------------------- send
 
-    private int sqRoom() {
-        return (int) (sqDepth - (postedSeq + batchCount - completedSeq));
-    }
-
     /**
      * Posts as much of {@code in}'s flushed data as credits and the send queue allow, in one doorbell per batch of
      * work requests.
@@ -595,10 +562,10 @@ final class RdmaConnection implements ReceiveRing.Owner {
                     in.remove();
                     continue;
                 }
-                if (batchCount == sendWrs.capacity()) {
-                    postBatch();
+                if (sends.batchFull()) {
+                    sends.post();
                 }
-                if (sqRoom() <= 0) {
+                if (sends.room() <= 0) {
                     return false;
                 }
                 int chunk;
@@ -617,7 +584,7 @@ final class RdmaConnection implements ReceiveRing.Owner {
                 in.removeBytes(chunk);
             }
         } finally {
-            postBatch();
+            sends.post();
         }
     }
 
@@ -656,10 +623,10 @@ final class RdmaConnection implements ReceiveRing.Owner {
             fileChunk = chunk;
         }
         int length = fileChunk.readableBytes();
-        if (batchCount == sendWrs.capacity()) {
-            postBatch();
+        if (sends.batchFull()) {
+            sends.post();
         }
-        if (sqRoom() <= 0) {
+        if (sends.room() <= 0) {
             return false;
         }
         boolean prepared = length > peerMaxSend && maxRingWrite > 0 ? prepareRingWrite(fileChunk, length)
@@ -707,16 +674,8 @@ final class RdmaConnection implements ReceiveRing.Owner {
         if (!window.tryAcquireMessage()) {
             return false;
         }
-        int i = batchCount;
-        int slot = slotOf(postedSeq + i);
-        writeHeader(slot, MessageHeader.TYPE_DATA, flags);
-        sendWrs.set(i, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.SEND, 0);
-        sendWrs.sgeAddress(i, 0, headers.address() + (long) slot * MessageHeader.LENGTH, MessageHeader.LENGTH,
-                headerLkey);
-        payloadSge(i, 1, slot, buf, length);
-        sendWrs.numSge(i, 2);
-        batchFlags[i] = length + MessageHeader.LENGTH <= maxInline ? IbvSendFlags.INLINE : 0;
-        batchCount++;
+        writeHeader(MessageHeader.TYPE_DATA, flags);
+        sends.send(buf, length);
         return true;
     }
 
@@ -729,69 +688,27 @@ final class RdmaConnection implements ReceiveRing.Owner {
             window.releaseUnused();
             return false;
         }
-        int i = batchCount;
-        int slot = slotOf(postedSeq + i);
-        sendWrs.set(i, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.RDMA_WRITE_WITH_IMM, 0);
-        sendWrs.immData(i, Immediate.encode(length, window.lastWrapped(), peerRingGeneration));
-        sendWrs.rdma(i, peerRingAddress + offset, peerRingRkey);
-        payloadSge(i, 0, slot, buf, length);
-        sendWrs.numSge(i, 1);
-        batchFlags[i] = 0;
-        batchCount++;
+        sends.ringWrite(buf, length, Immediate.encode(length, window.lastWrapped(), peerRingGeneration),
+                peerRingAddress + offset, peerRingRkey);
         return true;
-    }
-
-    /** Points SGE {@code j} at {@code length} readable bytes of {@code buf}: in place if registered, else a copy. */
-    private void payloadSge(int i, int j, int slot, ByteBuf buf, int length) {
-        long lkey = RegisteredBuffer.lkey(buf, pool);
-        ByteBuf held;
-        long address;
-        if (lkey != RegisteredBuffer.NOT_REGISTERED) {
-            // The buffer itself, not a slice of it: a reference keeps its memory where it is, and allocates nothing.
-            held = buf.retain();
-            address = buf.memoryAddress() + buf.readerIndex();
-        } else {
-            // Heap, composite or foreign memory: one copy into this device's registered pool.
-            held = alloc.directBuffer(length, length);
-            held.writeBytes(buf, buf.readerIndex(), length);
-            lkey = RegisteredBuffer.lkey(held, pool);
-            if (lkey == RegisteredBuffer.NOT_REGISTERED) {
-                held.release();
-                throw new IllegalStateException("the pool of " + alloc + " handed out unregistered memory");
-            }
-            address = held.memoryAddress();
-        }
-        inflight[slot] = held;
-        sendWrs.sgeAddress(i, j, address, length, (int) lkey);
     }
 
     /** Posts SHUTDOWN; {@code false} when out of credit or send queue room (retry after completions). */
     boolean shutdownOutput() {
-        if (window == null || sqRoom() <= 0 || !window.tryAcquireMessage()) {
+        if (window == null || sends.room() <= 0 || !window.tryAcquireMessage()) {
             return false;
         }
-        prepareHeaderOnly(MessageHeader.TYPE_SHUTDOWN);
-        postBatch();
+        writeHeader(MessageHeader.TYPE_SHUTDOWN, 0);
+        sends.send(null, 0);
+        sends.post();
         return true;
     }
 
-    private void prepareHeaderOnly(byte type) {
-        int i = batchCount;
-        int slot = slotOf(postedSeq + i);
-        writeHeader(slot, type, 0);
-        sendWrs.set(i, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.SEND, 0);
-        sendWrs.sgeAddress(i, 0, headers.address() + (long) slot * MessageHeader.LENGTH, MessageHeader.LENGTH,
-                headerLkey);
-        sendWrs.numSge(i, 1);
-        batchFlags[i] = MessageHeader.LENGTH <= maxInline ? IbvSendFlags.INLINE : 0;
-        batchCount++;
-    }
-
-    private void writeHeader(int slot, byte type, int flags) {
+    /** Fills the next send's header, with the credits and flags this side owes the peer. */
+    private void writeHeader(byte type, int flags) {
         int recvCredits = grantedCredits();
         long ringCredits = ring == null ? 0 : ring.releases.takeOwed();
-        header.wrap(headers, (long) slot * MessageHeader.LENGTH)
-                .write(type, flags | ringSeenFlag(), recvCredits, (int) ringCredits);
+        sends.nextHeader(header).write(type, flags | ringSeenFlag(), recvCredits, (int) ringCredits);
     }
 
     /** Credits to put in the next header: committed on the shared receive queue (posted before the send goes). */
@@ -811,30 +728,6 @@ final class RdmaConnection implements ReceiveRing.Owner {
         return 0;
     }
 
-    private void postBatch() {
-        int n = batchCount;
-        if (n == 0) {
-            return;
-        }
-        for (int i = 0; i < n; i++) {
-            int flags = batchFlags[i];
-            if (++unsignaled >= SIGNAL_INTERVAL || i == n - 1) {
-                flags |= IbvSendFlags.SIGNALED;
-                unsignaled = 0;
-            }
-            sendWrs.sendFlags(i, flags);
-        }
-        batchCount = 0;
-        // The receives behind the credits these messages grant must be posted before the peer can use them.
-        group.flush();
-        qp.postSend(sendWrs, 0, n);
-        postedSeq += n;
-    }
-
-    private int slotOf(long seq) {
-        return (int) (seq % sqDepth);
-    }
-
     /**
      * Takes a send completion: every send up to it has completed (completions come in order), so their
      * buffers are released.
@@ -842,40 +735,25 @@ final class RdmaConnection implements ReceiveRing.Owner {
      * @throws IOException on an error completion
      */
     void sent(WorkCompletions wcs, int i) throws IOException {
-        released(wcs, i);
-        int status = wcs.status(i);
-        if (status != IbvWcStatus.SUCCESS) {
-            throw new IOException("RDMA send failed: " + IbvWcStatus.name(status)
-                    + (status == IbvWcStatus.REM_ACCESS_ERR ? " (the peer refused a write into its ring)" : ""));
-        }
+        sends.completed(wcs, i);
     }
 
     /** Releases the buffers of every send up to the one completed by {@code wcs[i]}, whatever its status. */
     void released(WorkCompletions wcs, int i) {
-        int slot = WrId.slot(wcs.wrId(i));
-        long seq = completedSeq + Math.floorMod(slot - slotOf(completedSeq), sqDepth);
-        for (long s = completedSeq; s <= seq && s < postedSeq; s++) {
-            int at = slotOf(s);
-            ByteBuf held = inflight[at];
-            if (held != null) {
-                inflight[at] = null;
-                held.release();
-            }
-        }
-        completedSeq = Math.min(seq + 1, postedSeq);
+        sends.released(wcs, i);
     }
 
     @Override
     public String toString() {
-        return "RdmaConnection{window=" + window + ", credits=" + credits + ", posted=" + postedSeq + ", completed="
-                + completedSeq + ", batch=" + batchCount + ", pending=" + pendingCount + ", ring=" + ring
+        return "RdmaConnection{window=" + window + ", credits=" + credits + ", " + sends + ", pending="
+                + pendingCount + ", ring=" + ring
                 + ", retired=" + retired + ", retiredMayReceive=" + retiredMayReceive + ", group=" + group
                 + ", released=" + released + '}';
     }
 
     /** No send is waiting for its completion. */
     boolean sendsDone() {
-        return completedSeq == postedSeq && batchCount == 0;
+        return sends.idle();
     }
 
     /** Destroys the queue pair: no more DMA into this connection's memory, no more completions. */
@@ -900,12 +778,7 @@ final class RdmaConnection implements ReceiveRing.Owner {
             fileChunk.release();
             fileChunk = null;
         }
-        for (int s = 0; inflight != null && s < inflight.length; s++) {
-            if (inflight[s] != null) {
-                inflight[s].release();
-                inflight[s] = null;
-            }
-        }
+        sends.release();
         for (; pendingCount > 0; pendingCount--) {
             group.release(pendingSlots[pendingHead]);
             if (pendingRing[pendingHead] != null) {
@@ -920,11 +793,6 @@ final class RdmaConnection implements ReceiveRing.Owner {
         if (retired != null && retiredMayReceive) {
             retired.unref();
         }
-        if (headerBuf != null) {
-            headerBuf.release();
-        }
-        if (joined) {
-            group.leave(sqDepth, credits.outstanding());
-        }
+        group.leave(sqDepth, credits.outstanding());
     }
 }

@@ -7,6 +7,7 @@ import io.netty.channel.Channel;
 import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.ChannelInitializer;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.contrib.channel.rdma.RdmaChannel;
@@ -54,7 +55,12 @@ class ManyConnectionsTest {
             InetSocketAddress address = new InetSocketAddress(TestAddress.get(),
                     Integer.parseInt(line.substring(5).trim()));
             Bootstrap bootstrap = new Bootstrap().group(group).channel(RdmaChannel.class)
-                    .handler(new ChannelInboundHandlerAdapter());
+                    .handler(new ChannelInitializer<Channel>() {
+                        @Override
+                        protected void initChannel(Channel ch) {
+                            // idle until a test adds its handler
+                        }
+                    });
 
             connect(bootstrap, address, FIRST_WAVE, channels);
             Map<String, Long> before = status(server);

@@ -1,0 +1,245 @@
+package io.netty.contrib.channel.rdma;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.contrib.channel.rdma.internal.memory.RegisteredBuffer;
+import io.netty.contrib.channel.rdma.internal.memory.RegisteredMemoryPool;
+import io.netty.contrib.channel.rdma.internal.protocol.MessageHeader;
+import io.netty.contrib.channel.rdma.internal.verbs.IbvSendFlags;
+import io.netty.contrib.channel.rdma.internal.verbs.IbvWcStatus;
+import io.netty.contrib.channel.rdma.internal.verbs.IbvWrOpcode;
+import io.netty.contrib.channel.rdma.internal.verbs.QueuePair;
+import io.netty.contrib.channel.rdma.internal.verbs.SendWorkRequests;
+import io.netty.contrib.channel.rdma.internal.verbs.WorkCompletions;
+
+import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+
+/**
+ * A connection's send queue: the work requests of one call, posted in one doorbell per batch, every
+ * {@value #SIGNAL_INTERVAL}th and the last of a batch signalled; the buffers they send from, held until their
+ * completion; and the message headers, one per send queue slot, in a registered pool buffer. What to send and
+ * whether there is credit for it is the connection's business. Loop-thread confined.
+ */
+final class SendQueue {
+    /** Every this many sends one is signalled; the last of each batch always is. */
+    private static final int SIGNAL_INTERVAL = 16;
+
+    private final int channelId;
+    private final QueuePair qp;
+    private final QueueGroup group;
+    private final int depth;
+    private final int maxInline;
+    private final RdmaByteBufAllocator alloc;
+    private final RegisteredMemoryPool pool;
+    private final ByteBuf headerBuf;
+    private final MemorySegment headers;
+    private final int headerLkey;
+    /** After the headers: the payload of the one RING message that can be in flight. */
+    private final long ringPayloadOffset;
+    private final SendWorkRequests wrs;
+    private final int[] batchFlags;
+    private final ByteBuf[] inflight;
+    private final MessageHeader ringPayload = new MessageHeader();
+    private int batch;
+    private long posted;
+    private long completed;
+    private int unsignaled;
+
+    /**
+     * @param headerBuf a registered buffer of {@link #headerBytes(int)} bytes, released with this queue
+     * @param wrs       the loop's work requests, filled and posted within one call of a connection
+     */
+    SendQueue(int channelId, QueuePair qp, QueueGroup group, int depth, RdmaByteBufAllocator alloc,
+              ByteBuf headerBuf, SendWorkRequests wrs, int[] batchFlags) {
+        this.channelId = channelId;
+        this.qp = qp;
+        this.group = group;
+        this.depth = depth;
+        this.maxInline = qp.maxInlineData();
+        this.alloc = alloc;
+        this.pool = alloc.pool();
+        this.headerBuf = headerBuf;
+        long lkey = RegisteredBuffer.lkey(headerBuf, pool);
+        if (lkey == RegisteredBuffer.NOT_REGISTERED) {
+            throw new IllegalStateException("the pool of " + alloc + " handed out unregistered memory");
+        }
+        this.headerLkey = (int) lkey;
+        this.headers = MemorySegment.ofAddress(headerBuf.memoryAddress()).reinterpret(headerBytes(depth));
+        this.ringPayloadOffset = (long) depth * MessageHeader.LENGTH;
+        this.wrs = wrs;
+        this.batchFlags = batchFlags;
+        this.inflight = new ByteBuf[depth];
+    }
+
+    /** Bytes of header memory a queue of {@code depth} needs. */
+    static int headerBytes(int depth) {
+        return depth * MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD;
+    }
+
+    /** Work requests that can still be added before the queue is full (completions make room). */
+    int room() {
+        return (int) (depth - (posted + batch - completed));
+    }
+
+    /** The batch has as many work requests as one doorbell takes: {@link #post()} before adding more. */
+    boolean batchFull() {
+        return batch == wrs.capacity();
+    }
+
+    /** Whether work requests were added and not yet posted. */
+    boolean batching() {
+        return batch != 0;
+    }
+
+    /** Points {@code header} at the header of the next work request, for the caller to fill. */
+    MessageHeader nextHeader(MessageHeader header) {
+        return header.wrap(headers, (long) slotOf(posted + batch) * MessageHeader.LENGTH);
+    }
+
+    /**
+     * Adds a SEND of the header filled through {@link #nextHeader} and {@code length} bytes of {@code payload}
+     * ({@code null}: the header only).
+     */
+    void send(ByteBuf payload, int length) {
+        int i = batch;
+        int slot = slotOf(posted + i);
+        wrs.set(i, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.SEND, 0);
+        wrs.sgeAddress(i, 0, headers.address() + (long) slot * MessageHeader.LENGTH, MessageHeader.LENGTH,
+                headerLkey);
+        if (payload != null) {
+            payloadSge(i, 1, slot, payload, length);
+            wrs.numSge(i, 2);
+        } else {
+            wrs.numSge(i, 1);
+        }
+        batchFlags[i] = MessageHeader.LENGTH + length <= maxInline ? IbvSendFlags.INLINE : 0;
+        batch++;
+    }
+
+    /** Adds a RING message: the header filled through {@link #nextHeader}, then the ring's address, rkey, size. */
+    void sendRing(long address, int rkey, int size) {
+        int i = batch;
+        int slot = slotOf(posted + i);
+        ringPayload.wrap(headers, ringPayloadOffset - MessageHeader.LENGTH).writeRing(address, rkey, size);
+        wrs.set(i, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.SEND, 0);
+        wrs.sgeAddress(i, 0, headers.address() + (long) slot * MessageHeader.LENGTH, MessageHeader.LENGTH,
+                headerLkey);
+        wrs.sgeAddress(i, 1, headers.address() + ringPayloadOffset, MessageHeader.RING_PAYLOAD, headerLkey);
+        wrs.numSge(i, 2);
+        batchFlags[i] = MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD <= maxInline ? IbvSendFlags.INLINE : 0;
+        batch++;
+    }
+
+    /** Adds an RDMA WRITE WITH IMMEDIATE of {@code length} bytes of {@code payload} to the peer's ring. */
+    void ringWrite(ByteBuf payload, int length, int immediate, long remoteAddress, int rkey) {
+        int i = batch;
+        int slot = slotOf(posted + i);
+        wrs.set(i, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.RDMA_WRITE_WITH_IMM, 0);
+        wrs.immData(i, immediate);
+        wrs.rdma(i, remoteAddress, rkey);
+        payloadSge(i, 0, slot, payload, length);
+        wrs.numSge(i, 1);
+        batchFlags[i] = 0;
+        batch++;
+    }
+
+    /** Points SGE {@code j} at {@code length} readable bytes of {@code buf}: in place if registered, else a copy. */
+    private void payloadSge(int i, int j, int slot, ByteBuf buf, int length) {
+        long lkey = RegisteredBuffer.lkey(buf, pool);
+        ByteBuf held;
+        long address;
+        if (lkey != RegisteredBuffer.NOT_REGISTERED) {
+            // The buffer itself, not a slice of it: a reference keeps its memory where it is, and allocates nothing.
+            held = buf.retain();
+            address = buf.memoryAddress() + buf.readerIndex();
+        } else {
+            // Heap, composite or foreign memory: one copy into this device's registered pool.
+            held = alloc.directBuffer(length, length);
+            held.writeBytes(buf, buf.readerIndex(), length);
+            lkey = RegisteredBuffer.lkey(held, pool);
+            if (lkey == RegisteredBuffer.NOT_REGISTERED) {
+                held.release();
+                throw new IllegalStateException("the pool of " + alloc + " handed out unregistered memory");
+            }
+            address = held.memoryAddress();
+        }
+        inflight[slot] = held;
+        wrs.sgeAddress(i, j, address, length, (int) lkey);
+    }
+
+    /** Posts the batch in one doorbell. */
+    void post() {
+        int n = batch;
+        if (n == 0) {
+            return;
+        }
+        for (int i = 0; i < n; i++) {
+            int flags = batchFlags[i];
+            if (++unsignaled >= SIGNAL_INTERVAL || i == n - 1) {
+                flags |= IbvSendFlags.SIGNALED;
+                unsignaled = 0;
+            }
+            wrs.sendFlags(i, flags);
+        }
+        batch = 0;
+        // The receives behind the credits these messages grant must be posted before the peer can use them.
+        group.flush();
+        qp.postSend(wrs, 0, n);
+        posted += n;
+    }
+
+    private int slotOf(long seq) {
+        return (int) (seq % depth);
+    }
+
+    /**
+     * Takes a send completion: every send up to it has completed (completions come in order), so their
+     * buffers are released.
+     *
+     * @throws IOException on an error completion
+     */
+    void completed(WorkCompletions wcs, int i) throws IOException {
+        released(wcs, i);
+        int status = wcs.status(i);
+        if (status != IbvWcStatus.SUCCESS) {
+            throw new IOException("RDMA send failed: " + IbvWcStatus.name(status)
+                    + (status == IbvWcStatus.REM_ACCESS_ERR ? " (the peer refused a write into its ring)" : ""));
+        }
+    }
+
+    /** Releases the buffers of every send up to the one completed by {@code wcs[i]}, whatever its status. */
+    void released(WorkCompletions wcs, int i) {
+        int slot = WrId.slot(wcs.wrId(i));
+        long seq = completed + Math.floorMod(slot - slotOf(completed), depth);
+        for (long s = completed; s <= seq && s < posted; s++) {
+            int at = slotOf(s);
+            ByteBuf held = inflight[at];
+            if (held != null) {
+                inflight[at] = null;
+                held.release();
+            }
+        }
+        completed = Math.min(seq + 1, posted);
+    }
+
+    /** No send is waiting for its completion. */
+    boolean idle() {
+        return completed == posted && batch == 0;
+    }
+
+    /** Lets go of every buffer still held and of the header memory; the queue pair must be gone. */
+    void release() {
+        for (int s = 0; s < inflight.length; s++) {
+            if (inflight[s] != null) {
+                inflight[s].release();
+                inflight[s] = null;
+            }
+        }
+        headerBuf.release();
+    }
+
+    @Override
+    public String toString() {
+        return "SendQueue{posted=" + posted + ", completed=" + completed + ", batch=" + batch + '}';
+    }
+}
