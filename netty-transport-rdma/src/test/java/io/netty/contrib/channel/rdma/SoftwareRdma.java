@@ -22,7 +22,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 final class SoftwareRdma {
     static final String LIBRARY_PATH = "io.netty.contrib.rdma.libraryPath";
     static final List<String> KINDS = List.of("context", "pd", "mr", "cq", "comp_channel", "qp", "srq", "cm_id",
-            "cm_channel");
+            "cm_channel", "mw");
 
     static {
         if (System.getProperty(LIBRARY_PATH) == null && System.getenv("NETTY_RDMA_LIBRARY_PATH") == null) {

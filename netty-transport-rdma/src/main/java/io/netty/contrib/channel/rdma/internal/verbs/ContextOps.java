@@ -5,6 +5,7 @@ import java.lang.foreign.Linker;
 import java.lang.foreign.MemorySegment;
 import java.lang.invoke.MethodHandle;
 
+import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
@@ -12,7 +13,8 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  * The data-path verbs of one device context. They are {@code static inline} in {@code <infiniband/verbs.h>} and
  * call through {@code ibv_context.ops}: the pointers are read once here and the calls go through unbound handles.
  * Pointer arguments are passed as {@code long} addresses (same x86_64 calling convention as a pointer), so a call
- * creates no segment objects; none of these calls can block or call back, hence {@code critical}.
+ * creates no segment objects; none of these calls can block or call back, hence {@code critical}. The memory window
+ * verbs ({@code ibv_alloc_mw}, {@code ibv_dealloc_mw}) are inline too but control path: ordinary handles.
  */
 final class ContextOps {
     private static final Linker.Option CRITICAL = Linker.Option.critical(false);
@@ -33,6 +35,14 @@ final class ContextOps {
     static final MethodHandle POST_SRQ_RECV = Downcalls.unbound(
             FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG), CRITICAL);
 
+    /** {@code struct ibv_mw *alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)}: NULL and errno on failure. */
+    static final MethodHandle ALLOC_MW = Downcalls.unbound(
+            FunctionDescriptor.of(ADDRESS, ADDRESS, JAVA_INT), Errno.CAPTURE);
+    /** {@code int dealloc_mw(struct ibv_mw *mw)}: 0 or an errno. */
+    static final MethodHandle DEALLOC_MW = Downcalls.unbound(FunctionDescriptor.of(JAVA_INT, ADDRESS));
+
+    final MemorySegment allocMw;
+    final MemorySegment deallocMw;
     final MemorySegment pollCq;
     final MemorySegment reqNotifyCq;
     final MemorySegment postSend;
@@ -42,6 +52,8 @@ final class ContextOps {
     /** Reads the function pointers of the {@code struct ibv_context} at {@code context}. */
     ContextOps(MemorySegment context) {
         MemorySegment ctx = context.reinterpret(IbvContext.SIZE);
+        allocMw = (MemorySegment) IbvContext.OPS_ALLOC_MW.get(ctx, 0L);
+        deallocMw = (MemorySegment) IbvContext.OPS_DEALLOC_MW.get(ctx, 0L);
         pollCq = (MemorySegment) IbvContext.OPS_POLL_CQ.get(ctx, 0L);
         reqNotifyCq = (MemorySegment) IbvContext.OPS_REQ_NOTIFY_CQ.get(ctx, 0L);
         postSend = (MemorySegment) IbvContext.OPS_POST_SEND.get(ctx, 0L);

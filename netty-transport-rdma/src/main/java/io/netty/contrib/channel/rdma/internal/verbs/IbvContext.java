@@ -17,6 +17,8 @@ final class IbvContext {
             POINTER.withName("abi_compat"));
     static final long SIZE = LAYOUT.byteSize();
     static final VarHandle DEVICE = field(LAYOUT, "device");
+    static final VarHandle OPS_ALLOC_MW = field(LAYOUT, "ops.alloc_mw");
+    static final VarHandle OPS_DEALLOC_MW = field(LAYOUT, "ops.dealloc_mw");
     static final VarHandle OPS_POLL_CQ = field(LAYOUT, "ops.poll_cq");
     static final VarHandle OPS_REQ_NOTIFY_CQ = field(LAYOUT, "ops.req_notify_cq");
     static final VarHandle OPS_POST_SRQ_RECV = field(LAYOUT, "ops.post_srq_recv");

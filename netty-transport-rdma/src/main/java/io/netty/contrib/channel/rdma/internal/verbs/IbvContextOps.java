@@ -8,7 +8,11 @@ import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.*;
 /** {@code struct ibv_context_ops}: the data-path function pointers (the rest are compatibility slots). */
 final class IbvContextOps {
     static final GroupLayout LAYOUT = struct("ibv_context_ops",
-            reserved(11 * 8, 8),
+            reserved(7 * 8, 8),
+            POINTER.withName("alloc_mw"),
+            POINTER.withName("bind_mw"),
+            POINTER.withName("dealloc_mw"),
+            reserved(8, 8),
             POINTER.withName("poll_cq"),
             POINTER.withName("req_notify_cq"),
             reserved(7 * 8, 8),

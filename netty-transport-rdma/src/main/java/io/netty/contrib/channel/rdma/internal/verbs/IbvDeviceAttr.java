@@ -56,6 +56,7 @@ final class IbvDeviceAttr {
     static final VarHandle VENDOR_PART_ID = field(LAYOUT, "vendor_part_id");
     static final VarHandle MAX_QP = field(LAYOUT, "max_qp");
     static final VarHandle MAX_QP_WR = field(LAYOUT, "max_qp_wr");
+    static final VarHandle DEVICE_CAP_FLAGS = field(LAYOUT, "device_cap_flags");
     static final VarHandle MAX_SGE = field(LAYOUT, "max_sge");
     static final VarHandle MAX_CQ = field(LAYOUT, "max_cq");
     static final VarHandle MAX_CQE = field(LAYOUT, "max_cqe");
@@ -63,6 +64,7 @@ final class IbvDeviceAttr {
     static final VarHandle MAX_PD = field(LAYOUT, "max_pd");
     static final VarHandle MAX_QP_RD_ATOM = field(LAYOUT, "max_qp_rd_atom");
     static final VarHandle MAX_QP_INIT_RD_ATOM = field(LAYOUT, "max_qp_init_rd_atom");
+    static final VarHandle MAX_MW = field(LAYOUT, "max_mw");
     static final VarHandle MAX_SRQ = field(LAYOUT, "max_srq");
     static final VarHandle MAX_SRQ_WR = field(LAYOUT, "max_srq_wr");
     static final VarHandle MAX_SRQ_SGE = field(LAYOUT, "max_srq_sge");

@@ -5,7 +5,10 @@ import java.lang.invoke.VarHandle;
 
 import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.*;
 
-/** {@code struct ibv_wc}: a work completion ({@code imm_data} is big-endian: the handle returns host values). */
+/**
+ * {@code struct ibv_wc}: a work completion ({@code imm_data} is big-endian: the handle returns host values;
+ * {@code invalidated_rkey}, in an anonymous union with it, is host order).
+ */
 final class IbvWc {
     static final GroupLayout LAYOUT = struct("ibv_wc",
             U64.withName("wr_id"),
@@ -13,7 +16,9 @@ final class IbvWc {
             U32.withName("opcode"),
             U32.withName("vendor_err"),
             U32.withName("byte_len"),
-            BE32.withName("imm_data"),
+            anonymousUnion(
+                    BE32.withName("imm_data"),
+                    U32.withName("invalidated_rkey")),
             U32.withName("qp_num"),
             U32.withName("src_qp"),
             U32.withName("wc_flags"),
@@ -28,6 +33,7 @@ final class IbvWc {
     static final VarHandle VENDOR_ERR = field(LAYOUT, "vendor_err");
     static final VarHandle BYTE_LEN = field(LAYOUT, "byte_len");
     static final VarHandle IMM_DATA = field(LAYOUT, "imm_data");
+    static final VarHandle INVALIDATED_RKEY = field(LAYOUT, "invalidated_rkey");
     static final VarHandle QP_NUM = field(LAYOUT, "qp_num");
     static final VarHandle SRC_QP = field(LAYOUT, "src_qp");
     static final VarHandle WC_FLAGS = field(LAYOUT, "wc_flags");

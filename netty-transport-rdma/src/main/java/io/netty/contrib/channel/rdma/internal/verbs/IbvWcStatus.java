@@ -7,6 +7,8 @@ public final class IbvWcStatus {
     public static final int LOC_QP_OP_ERR = 2;
     public static final int LOC_PROT_ERR = 4;
     public static final int WR_FLUSH_ERR = 5;
+    /** A memory window bind failed (MR without MW_BIND, range, access, window already bound); the QP is in ERR. */
+    public static final int MW_BIND_ERR = 6;
     public static final int BAD_RESP_ERR = 7;
     public static final int LOC_ACCESS_ERR = 8;
     public static final int REM_INV_REQ_ERR = 9;

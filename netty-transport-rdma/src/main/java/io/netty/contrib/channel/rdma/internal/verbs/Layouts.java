@@ -72,6 +72,14 @@ final class Layouts {
         return MemoryLayout.unionLayout(all).withName(name);
     }
 
+    /**
+     * A C11 anonymous union: its members are named as members of the enclosing struct ({@code imm_data} and
+     * {@code invalidate_rkey} of {@code struct ibv_send_wr}), and {@link #field} finds them there.
+     */
+    static UnionLayout anonymousUnion(MemoryLayout... members) {
+        return union("", members).withoutName();
+    }
+
     /** A char/byte array member. */
     static SequenceLayout bytes(String name, long length) {
         return MemoryLayout.sequenceLayout(length, U8).withName(name);
@@ -87,22 +95,53 @@ final class Layouts {
         return MemoryLayout.sequenceLayout(size, U8).withByteAlignment(alignment);
     }
 
-    static PathElement[] path(String dotted) {
-        String[] names = dotted.split("\\.");
-        PathElement[] path = new PathElement[names.length];
-        for (int i = 0; i < names.length; i++) {
-            path[i] = PathElement.groupElement(names[i]);
+    /** The path to a dotted field; a name not found in a group is looked up in its anonymous unions. */
+    static PathElement[] path(GroupLayout layout, String dotted) {
+        List<PathElement> path = new ArrayList<>();
+        GroupLayout group = layout;
+        for (String name : dotted.split("\\.")) {
+            MemoryLayout member = find(group, name, path);
+            if (member == null) {
+                throw new IllegalArgumentException(layout.name().orElse("layout") + " has no member " + dotted);
+            }
+            group = member instanceof GroupLayout nested ? nested : null;
         }
-        return path;
+        return path.toArray(PathElement[]::new);
+    }
+
+    /** Appends the path from {@code group} to its member {@code name} (through anonymous unions) to {@code path}. */
+    private static MemoryLayout find(GroupLayout group, String name, List<PathElement> path) {
+        if (group == null) {
+            return null;
+        }
+        List<MemoryLayout> members = group.memberLayouts();
+        for (int i = 0; i < members.size(); i++) {
+            MemoryLayout member = members.get(i);
+            if (member.name().isPresent() && member.name().get().equals(name)) {
+                path.add(PathElement.groupElement(name));
+                return member;
+            }
+        }
+        for (int i = 0; i < members.size(); i++) {
+            if (members.get(i).name().isEmpty() && members.get(i) instanceof GroupLayout anonymous) {
+                path.add(PathElement.groupElement(i));
+                MemoryLayout found = find(anonymous, name, path);
+                if (found != null) {
+                    return found;
+                }
+                path.removeLast();
+            }
+        }
+        return null;
     }
 
     /** Var handle for a field: coordinates are {@code (MemorySegment segment, long structOffset)}. */
     static VarHandle field(GroupLayout layout, String dotted) {
-        return layout.varHandle(path(dotted));
+        return layout.varHandle(path(layout, dotted));
     }
 
     static long offset(GroupLayout layout, String dotted) {
-        return layout.byteOffset(path(dotted));
+        return layout.byteOffset(path(layout, dotted));
     }
 
     private static long align(long offset, long alignment) {

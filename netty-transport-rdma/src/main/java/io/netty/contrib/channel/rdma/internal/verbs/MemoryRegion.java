@@ -9,10 +9,14 @@ public final class MemoryRegion extends NativeObject {
     private final long length;
     private final int lkey;
     private final int rkey;
+    private final int access;
+    private final ProtectionDomain pd;
 
-    MemoryRegion(MemorySegment mr, MemorySegment memory, ProtectionDomain pd) {
+    MemoryRegion(MemorySegment mr, MemorySegment memory, int access, ProtectionDomain pd) {
         super("MemoryRegion", mr.reinterpret(IbvMr.SIZE), pd);
         this.memory = memory;
+        this.access = access;
+        this.pd = pd;
         this.addr = (long) IbvMr.ADDR.get(pointer, 0L);
         this.length = (long) IbvMr.LENGTH.get(pointer, 0L);
         this.lkey = (int) IbvMr.LKEY.get(pointer, 0L);
@@ -41,8 +45,17 @@ public final class MemoryRegion extends NativeObject {
         return rkey;
     }
 
+    /** The {@link IbvAccessFlags} the region was registered with. */
+    public int access() {
+        return access;
+    }
+
+    public ProtectionDomain pd() {
+        return pd;
+    }
+
     /** Fails unless {@code [offset, offset + length)} lies in this region. */
-    void checkRange(long offset, int length) {
+    void checkRange(long offset, long length) {
         checkOpen();
         if (length < 0) {
             throw new IllegalArgumentException("length: " + length + " (expected: >= 0)");
@@ -55,10 +68,18 @@ public final class MemoryRegion extends NativeObject {
 
     @Override
     void destroy() {
+        int rc;
         try {
-            LibIbverbs.check("ibv_dereg_mr", (int) LibIbverbs.IBV_DEREG_MR.invokeExact(Errno.state(), pointer));
+            rc = (int) LibIbverbs.IBV_DEREG_MR.invokeExact(Errno.state(), pointer);
         } catch (Throwable t) {
             throw LibIbverbs.rethrow(t);
+        }
+        if (rc != 0) {
+            int errno = rc > 0 ? rc : Errno.last();
+            throw new VerbsException("ibv_dereg_mr", errno,
+                    errno == Errno.EINVAL && (access & IbvAccessFlags.MW_BIND) != 0
+                            ? "memory windows may still be bound to the region: invalidate or close them first"
+                            : null);
         }
     }
 }

@@ -4,7 +4,7 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.Objects;
 
-/** A protection domain ({@code struct ibv_pd}): registers memory, creates QPs and SRQs. */
+/** A protection domain ({@code struct ibv_pd}): registers memory, allocates memory windows, creates QPs and SRQs. */
 public final class ProtectionDomain extends NativeObject {
     final VerbsContext context;
 
@@ -46,7 +46,36 @@ public final class ProtectionDomain extends NativeObject {
                 throw new VerbsException(call, errno, errno == Errno.ENOMEM || errno == Errno.EPERM
                         ? "pinned memory is limited by RLIMIT_MEMLOCK; raise it (ulimit -l)" : null);
             }
-            return new MemoryRegion(mr, segment, this);
+            return new MemoryRegion(mr, segment, access, this);
+        } catch (Throwable t) {
+            throw LibIbverbs.rethrow(t);
+        }
+    }
+
+    /**
+     * {@code ibv_alloc_mw}: a memory window of {@link IbvMwType} {@code type}, unbound. Devices without windows
+     * fail with {@code EOPNOTSUPP}; {@link DeviceAttributes#supportsType2Windows()} tells beforehand.
+     */
+    public MemoryWindow allocMw(int type) {
+        checkOpen();
+        if (type != IbvMwType.TYPE_1 && type != IbvMwType.TYPE_2) {
+            throw new IllegalArgumentException("type: " + type + " (expected: IbvMwType.TYPE_1 or TYPE_2)");
+        }
+        String call = "ibv_alloc_mw(type " + type + ")";
+        MemorySegment allocFn = context.ops.allocMw;
+        MemorySegment deallocFn = context.ops.deallocMw;
+        if (allocFn.address() == 0 || deallocFn.address() == 0) {
+            throw new VerbsException(call, Errno.EOPNOTSUPP, "the device has no memory windows"
+                    + " (ibv_context.ops.alloc_mw or dealloc_mw is NULL)");
+        }
+        try {
+            MemorySegment mw = (MemorySegment) ContextOps.ALLOC_MW.invokeExact(allocFn, Errno.state(), pointer, type);
+            if (mw.address() == 0) {
+                int errno = Errno.last();
+                throw new VerbsException(call, errno == 0 ? Errno.EINVAL : errno, errno == Errno.ENOMEM
+                        ? "the device's memory windows are exhausted (DeviceAttributes.maxMw)" : null);
+            }
+            return new MemoryWindow(mw, this, deallocFn);
         } catch (Throwable t) {
             throw LibIbverbs.rethrow(t);
         }

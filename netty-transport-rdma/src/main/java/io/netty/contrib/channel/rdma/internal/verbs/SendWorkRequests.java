@@ -10,9 +10,15 @@ import java.util.Objects;
  * posts it in one call. Nothing here allocates after construction.
  *
  * <p>Scatter/gather entries are set from a {@link MemoryRegion} (bounds-checked against it) or from a native
- * {@link MemorySegment}, so that a work request can only point at memory that exists.
+ * {@link MemorySegment}, so that a work request can only point at memory that exists; a memory window bind
+ * ({@link #bindMw}) is checked against its window and region the same way.
  */
 public final class SendWorkRequests implements AutoCloseable {
+    /** The access a window may grant ({@code IBV_ACCESS_*} remote rights, zero-based addressing). */
+    private static final int WINDOW_ACCESS = IbvAccessFlags.REMOTE_WRITE | IbvAccessFlags.REMOTE_READ
+            | IbvAccessFlags.REMOTE_ATOMIC | IbvAccessFlags.ZERO_BASED;
+    private static final int WINDOW_WRITES = IbvAccessFlags.REMOTE_WRITE | IbvAccessFlags.REMOTE_ATOMIC;
+
     private final Arena arena = Arena.ofShared();
     private final int capacity;
     private final int maxSge;
@@ -45,7 +51,10 @@ public final class SendWorkRequests implements AutoCloseable {
         return maxSge;
     }
 
-    /** Sets the common fields of request {@code i} and clears its SGE count and immediate/remote fields. */
+    /**
+     * Sets the common fields of request {@code i} and clears its SGE count, immediate/remote fields and window
+     * (a {@link IbvWrOpcode#BIND_MW} without {@link #bindMw} is refused by the device, never binds a stale window).
+     */
     public SendWorkRequests set(int i, long wrId, int opcode, int sendFlags) {
         long o = offset(i);
         IbvSendWr.WR_ID.set(wrs, o, wrId);
@@ -55,6 +64,7 @@ public final class SendWorkRequests implements AutoCloseable {
         IbvSendWr.IMM_DATA.set(wrs, o, 0);
         IbvSendWr.WR_RDMA_REMOTE_ADDR.set(wrs, o, 0L);
         IbvSendWr.WR_RDMA_RKEY.set(wrs, o, 0);
+        IbvSendWr.BIND_MW_MW.set(wrs, o, 0L);
         return this;
     }
 
@@ -86,6 +96,69 @@ public final class SendWorkRequests implements AutoCloseable {
         long o = offset(i);
         IbvSendWr.WR_RDMA_REMOTE_ADDR.set(wrs, o, remoteAddr);
         IbvSendWr.WR_RDMA_RKEY.set(wrs, o, rkey);
+        return this;
+    }
+
+    /**
+     * The {@code bind_mw} of a {@link IbvWrOpcode#BIND_MW} request {@code i}: binds type 2 window {@code mw} to
+     * {@code length} bytes at {@code offset} in {@code mr} under {@code rkey} (normally {@link
+     * MemoryWindow#nextRkey()}), granting {@code mwAccessFlags} ({@link IbvAccessFlags} REMOTE_WRITE, REMOTE_READ,
+     * REMOTE_ATOMIC, ZERO_BASED). Post it on a QP of the window's PD: the window is then valid on that QP only,
+     * for the requests posted after the bind. After the post, record the rkey with {@link
+     * MemoryWindow#updateRkey}. A window still bound must be invalidated first ({@link IbvWrOpcode#LOCAL_INV}):
+     * the device completes a second bind with {@link IbvWcStatus#MW_BIND_ERR} and moves the QP to ERR. The
+     * request holds the window's and the region's addresses: keep both open until it is posted.
+     *
+     * @throws IllegalStateException if the window or the region is closed
+     * @throws IllegalArgumentException if the window is not type 2, the rkey is not one of the window's, the
+     *         region is of another PD or not registered with {@link IbvAccessFlags#MW_BIND} (or a writable window
+     *         on a region without {@link IbvAccessFlags#LOCAL_WRITE}), or the access flags are not window rights
+     * @throws IndexOutOfBoundsException if the range is not inside the region
+     */
+    public SendWorkRequests bindMw(int i, MemoryWindow mw, int rkey, MemoryRegion mr, long offset, long length,
+                                   int mwAccessFlags) {
+        long o = offset(i);
+        Objects.requireNonNull(mw, "mw");
+        Objects.requireNonNull(mr, "mr");
+        mw.checkOpen();
+        mr.checkRange(offset, length);
+        if (mw.type() != IbvMwType.TYPE_2) {
+            throw new IllegalArgumentException("mw is a type " + mw.type() + " window: only type 2 windows are"
+                    + " bound by a BIND_MW work request");
+        }
+        mw.checkSameWindow(rkey);
+        if (mr.pd() != mw.pd()) {
+            throw new IllegalArgumentException("mr and mw belong to different protection domains");
+        }
+        if ((mr.access() & IbvAccessFlags.MW_BIND) == 0) {
+            throw new IllegalArgumentException("mr was registered without IbvAccessFlags.MW_BIND (access 0x"
+                    + Integer.toHexString(mr.access()) + "): windows cannot be bound to it");
+        }
+        if ((mwAccessFlags & ~WINDOW_ACCESS) != 0) {
+            throw new IllegalArgumentException("mwAccessFlags: 0x" + Integer.toHexString(mwAccessFlags)
+                    + " (expected: REMOTE_WRITE, REMOTE_READ, REMOTE_ATOMIC, ZERO_BASED)");
+        }
+        if ((mwAccessFlags & WINDOW_WRITES) != 0 && (mr.access() & IbvAccessFlags.LOCAL_WRITE) == 0) {
+            throw new IllegalArgumentException("a window with remote write or atomic access needs an mr registered"
+                    + " with IbvAccessFlags.LOCAL_WRITE");
+        }
+        IbvSendWr.BIND_MW_MW.set(wrs, o, mw.address());
+        IbvSendWr.BIND_MW_RKEY.set(wrs, o, rkey);
+        IbvSendWr.BIND_MW_MR.set(wrs, o, mr.address());
+        IbvSendWr.BIND_MW_ADDR.set(wrs, o, mr.addr() + offset);
+        IbvSendWr.BIND_MW_LENGTH.set(wrs, o, length);
+        IbvSendWr.BIND_MW_ACCESS_FLAGS.set(wrs, o, mwAccessFlags);
+        IbvSendWr.NUM_SGE.set(wrs, o, 0);
+        return this;
+    }
+
+    /**
+     * The {@code invalidate_rkey} of a {@link IbvWrOpcode#LOCAL_INV} (a type 2 window of this QP's PD) or
+     * {@link IbvWrOpcode#SEND_WITH_INV} (a window bound to the peer's QP) request {@code i}. It shares its bytes
+     * with the immediate value: set one or the other.
+     */
+    public SendWorkRequests invalidateRkey(int i, int rkey) {
+        IbvSendWr.INVALIDATE_RKEY.set(wrs, offset(i), rkey);
         return this;
     }
 

@@ -10,7 +10,7 @@ import java.util.List;
 final class Structs {
     static final List<GroupLayout> ALL = List.of(
             IbvDevice.LAYOUT, IbvContextOps.LAYOUT, IbvContext.LAYOUT, IbvDeviceAttr.LAYOUT, IbvPortAttr.LAYOUT,
-            IbvGid.LAYOUT, IbvPd.LAYOUT, IbvMr.LAYOUT, IbvCompChannel.LAYOUT, IbvCq.LAYOUT, IbvSrq.LAYOUT,
+            IbvGid.LAYOUT, IbvPd.LAYOUT, IbvMr.LAYOUT, IbvMw.LAYOUT, IbvMwBindInfo.LAYOUT, IbvCompChannel.LAYOUT, IbvCq.LAYOUT, IbvSrq.LAYOUT,
             IbvSrqAttr.LAYOUT, IbvSrqInitAttr.LAYOUT, IbvQp.LAYOUT, IbvQpCap.LAYOUT, IbvQpInitAttr.LAYOUT,
             IbvGlobalRoute.LAYOUT, IbvAhAttr.LAYOUT, IbvQpAttr.LAYOUT, IbvSge.LAYOUT, IbvSendWr.LAYOUT,
             IbvRecvWr.LAYOUT, IbvWc.LAYOUT, IbvAsyncEvent.LAYOUT,

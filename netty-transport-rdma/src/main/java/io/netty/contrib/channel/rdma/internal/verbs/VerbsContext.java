@@ -129,7 +129,8 @@ public final class VerbsContext extends NativeObject {
                     (int) IbvDeviceAttr.MAX_PD.get(a, 0L), (int) IbvDeviceAttr.MAX_QP_RD_ATOM.get(a, 0L),
                     (int) IbvDeviceAttr.MAX_QP_INIT_RD_ATOM.get(a, 0L), (int) IbvDeviceAttr.MAX_SRQ.get(a, 0L),
                     (int) IbvDeviceAttr.MAX_SRQ_WR.get(a, 0L), (int) IbvDeviceAttr.MAX_SRQ_SGE.get(a, 0L),
-                    Byte.toUnsignedInt((byte) IbvDeviceAttr.PHYS_PORT_CNT.get(a, 0L)));
+                    Byte.toUnsignedInt((byte) IbvDeviceAttr.PHYS_PORT_CNT.get(a, 0L)),
+                    (int) IbvDeviceAttr.DEVICE_CAP_FLAGS.get(a, 0L), (int) IbvDeviceAttr.MAX_MW.get(a, 0L));
         } catch (Throwable t) {
             throw LibIbverbs.rethrow(t);
         }

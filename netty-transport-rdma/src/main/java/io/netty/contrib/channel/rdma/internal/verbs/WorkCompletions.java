@@ -11,6 +11,8 @@ import java.util.Objects;
 public final class WorkCompletions implements AutoCloseable {
     /** {@code IBV_WC_WITH_IMM} of {@code enum ibv_wc_flags}. */
     private static final int IBV_WC_WITH_IMM = 1 << 1;
+    /** {@code IBV_WC_WITH_INV}: a SEND_WITH_INV arrived and invalidated {@link #invalidatedRkey}. */
+    private static final int IBV_WC_WITH_INV = 1 << 3;
 
     private final Arena arena = Arena.ofShared();
     private final int capacity;
@@ -66,13 +68,23 @@ public final class WorkCompletions implements AutoCloseable {
         return (int) IbvWc.SRC_QP.get(segment, offset(i));
     }
 
-    /** {@code IBV_WC_GRH} = 1, {@code IBV_WC_WITH_IMM} = 2. */
+    /** {@code IBV_WC_GRH} = 1, {@code IBV_WC_WITH_IMM} = 2, {@code IBV_WC_WITH_INV} = 8. */
     public int wcFlags(int i) {
         return (int) IbvWc.WC_FLAGS.get(segment, offset(i));
     }
 
     public boolean hasImm(int i) {
         return (wcFlags(i) & IBV_WC_WITH_IMM) != 0;
+    }
+
+    /** Whether the receive was a SEND_WITH_INV that invalidated a memory window of this side. */
+    public boolean hasInv(int i) {
+        return (wcFlags(i) & IBV_WC_WITH_INV) != 0;
+    }
+
+    /** The rkey a SEND_WITH_INV invalidated; valid if {@link #hasInv}. */
+    public int invalidatedRkey(int i) {
+        return (int) IbvWc.INVALIDATED_RKEY.get(segment, offset(i));
     }
 
     /** The library's description of {@link #status} ({@code ibv_wc_status_str}), e.g. "remote access error". */

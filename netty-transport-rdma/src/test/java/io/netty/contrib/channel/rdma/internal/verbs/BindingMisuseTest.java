@@ -81,6 +81,67 @@ class BindingMisuseTest {
     }
 
     @Test
+    void memoryWindowMisuseIsRejected() {
+        assertThatThrownBy(() -> pd.allocMw(3)).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("type: 3");
+        MemoryWindow mw = pd.allocMw(IbvMwType.TYPE_2);
+        assertThatThrownBy(pd::close).as("closing a PD with a live window").isInstanceOf(IllegalStateException.class)
+                .hasMessageContaining("still has 1 dependent object(s) open");
+        assertThat(pd.isOpen()).isTrue();
+
+        ProtectionDomain other = context.allocPd();
+        MemoryRegion bindable = pd.registerMemory(arena.allocate(4096),
+                IbvAccessFlags.LOCAL_WRITE | IbvAccessFlags.MW_BIND);
+        MemoryRegion plain = pd.registerMemory(arena.allocate(4096), IbvAccessFlags.LOCAL_WRITE);
+        MemoryRegion readOnly = pd.registerMemory(arena.allocate(4096), IbvAccessFlags.MW_BIND);
+        MemoryRegion foreign = other.registerMemory(arena.allocate(4096),
+                IbvAccessFlags.LOCAL_WRITE | IbvAccessFlags.MW_BIND);
+        MemoryWindow type1 = pd.allocMw(IbvMwType.TYPE_1);
+        int write = IbvAccessFlags.REMOTE_WRITE;
+        try (SendWorkRequests sends = new SendWorkRequests(1, 1)) {
+            sends.set(0, 1, IbvWrOpcode.BIND_MW, 0);
+            int rkey = mw.nextRkey();
+            assertThatThrownBy(() -> sends.bindMw(0, mw, rkey, plain, 0, 4096, write))
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("without IbvAccessFlags.MW_BIND");
+            assertThatThrownBy(() -> sends.bindMw(0, mw, rkey, foreign, 0, 4096, write))
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("different protection domains");
+            assertThatThrownBy(() -> sends.bindMw(0, mw, rkey, readOnly, 0, 4096, write))
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("LOCAL_WRITE");
+            assertThatThrownBy(() -> sends.bindMw(0, type1, type1.nextRkey(), bindable, 0, 4096, write))
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("type 1");
+            assertThatThrownBy(() -> sends.bindMw(0, mw, rkey, bindable, 4000, 97, write))
+                    .isInstanceOf(IndexOutOfBoundsException.class);
+            assertThatThrownBy(() -> sends.bindMw(0, mw, rkey, bindable, 0, -1, write))
+                    .isInstanceOf(IllegalArgumentException.class);
+            assertThatThrownBy(() -> sends.bindMw(0, mw, rkey, bindable, 0, 4096, IbvAccessFlags.LOCAL_WRITE))
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("mwAccessFlags");
+            assertThatThrownBy(() -> sends.bindMw(0, mw, rkey + 0x100, bindable, 0, 4096, write))
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("only the low 8 bits");
+            assertThatThrownBy(() -> mw.updateRkey(rkey ^ 0x8000_0000)).isInstanceOf(IllegalArgumentException.class);
+            assertThatThrownBy(() -> sends.bindMw(0, null, rkey, bindable, 0, 4096, write))
+                    .isInstanceOf(NullPointerException.class).hasMessage("mw");
+            sends.bindMw(0, mw, rkey, bindable, 0, 4096, write | IbvAccessFlags.ZERO_BASED);
+
+            mw.close();
+            mw.close();
+            assertThatThrownBy(() -> sends.bindMw(0, mw, rkey, bindable, 0, 4096, write))
+                    .as("binding a closed window").isInstanceOf(IllegalStateException.class)
+                    .hasMessage("MemoryWindow is closed");
+            assertThatThrownBy(() -> mw.updateRkey(rkey)).isInstanceOf(IllegalStateException.class);
+            bindable.close();
+            assertThatThrownBy(() -> sends.bindMw(0, type1, type1.nextRkey(), bindable, 0, 4096, write))
+                    .as("binding to a closed region").isInstanceOf(IllegalStateException.class)
+                    .hasMessage("MemoryRegion is closed");
+        } finally {
+            type1.close();
+            plain.close();
+            readOnly.close();
+            foreign.close();
+            other.close();
+        }
+    }
+
+    @Test
     void wrongStateTransitionIsAVerbsExceptionNamingTheCallAndErrno() {
         try (QueuePair qp = pd.createQp(attributes(cq, 4, 1))) {
             assertThat(qp.queryState()).isEqualTo(IbvQpState.RESET);

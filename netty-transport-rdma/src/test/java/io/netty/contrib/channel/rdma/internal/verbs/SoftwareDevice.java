@@ -19,7 +19,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  */
 final class SoftwareDevice {
     static final List<String> KINDS = List.of("context", "pd", "mr", "cq", "comp_channel", "qp", "srq", "cm_id",
-            "cm_channel");
+            "cm_channel", "mw");
     /** Why {@link #objectCounts()} is not available, or {@code null} on the software device. */
     static final String NO_OBJECT_COUNTS;
     private static final MethodHandle OBJECT_COUNT;

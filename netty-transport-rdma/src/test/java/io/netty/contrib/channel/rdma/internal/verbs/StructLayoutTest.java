@@ -35,7 +35,8 @@ class StructLayoutTest {
     private static final Map<Class<?>, String> CONSTANTS = Map.of(
             IbvWcStatus.class, "IBV_WC_", IbvWcOpcode.class, "IBV_WC_", IbvWrOpcode.class, "IBV_WR_",
             IbvSendFlags.class, "IBV_SEND_", IbvAccessFlags.class, "IBV_ACCESS_", IbvQpState.class, "IBV_QPS_",
-            IbvQpAttrMask.class, "IBV_QP_", CmEventType.class, "RDMA_CM_EVENT_");
+            IbvQpAttrMask.class, "IBV_QP_", CmEventType.class, "RDMA_CM_EVENT_", IbvMwType.class, "IBV_MW_",
+            IbvDeviceCapFlags.class, "IBV_DEVICE_");
 
     @Test
     void javaLayoutsMatchTheInstalledHeaders() throws Exception {
@@ -116,7 +117,15 @@ class StructLayoutTest {
 
     private static void collect(GroupLayout group, String type, String name, String prefix, long base,
                                 StringBuilder header, Map<String, Long> expected) {
-        for (MemoryLayout member : group.memberLayouts()) {
+        List<MemoryLayout> members = group.memberLayouts();
+        for (int i = 0; i < members.size(); i++) {
+            MemoryLayout member = members.get(i);
+            if (member instanceof GroupLayout anonymous && member.name().isEmpty()) {
+                // a C11 anonymous union: its members are named as members of the enclosing struct
+                long offset = base + group.byteOffset(MemoryLayout.PathElement.groupElement(i));
+                collect(anonymous, type, name, prefix, offset, header, expected);
+                continue;
+            }
             if (member instanceof PaddingLayout || member.name().isEmpty()) {
                 continue;
             }
