@@ -104,7 +104,7 @@ final class QueueGroup {
         return true;
     }
 
-    /** A connection left: its send entries and the credits its peer still held are free again. */
+    /** A connection left: its send entries and the credits committed to its peer are free again. */
     void leave(int sqDepth, int outstandingCredits) {
         sendEntries -= sqDepth;
         committed -= outstandingCredits;
@@ -116,7 +116,10 @@ final class QueueGroup {
         return srq.maxWr() - committed;
     }
 
-    /** Grants {@code credits} more to a peer: posts receives until every granted credit has one behind it. */
+    /**
+     * Commits {@code credits} more to a peer (0: just make up for receives taken beyond their grant): posts
+     * receives until every committed credit has one behind it.
+     */
     void commit(int credits) {
         committed += credits;
         while (posted + pendingPosts < committed) {

@@ -41,7 +41,10 @@ public final class RdmaChannelOption<T> extends ChannelOption<T> {
     public static final ChannelOption<Boolean> RECEIVE_ZERO_COPY = valueOf(RdmaChannelOption.class,
             "RECEIVE_ZERO_COPY");
 
-    /** Work requests the send queue holds: an upper bound of writes in flight. Default 256. */
+    /**
+     * Work requests the send queue holds: an upper bound of writes in flight (which the peer's grant of receive
+     * credits bounds too: at most {@link #RECEIVE_CREDITS} of the peer). Default 64.
+     */
     public static final ChannelOption<Integer> SEND_QUEUE_DEPTH = valueOf(RdmaChannelOption.class,
             "SEND_QUEUE_DEPTH");
 

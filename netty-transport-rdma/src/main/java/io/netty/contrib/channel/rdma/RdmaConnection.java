@@ -179,7 +179,7 @@ final class RdmaConnection implements ReceiveRing.Owner {
             } else if (headers != null) {
                 headers.release();
             }
-            group.leave(sqDepth, credits.outstanding());
+            group.leave(sqDepth, credits.committed());
             throw e;
         }
         qp = q;
@@ -228,7 +228,13 @@ final class RdmaConnection implements ReceiveRing.Owner {
                         + (status == IbvWcStatus.LOC_LEN_ERR ? " (the peer sent more than a receive slot of "
                         + slotSize + " bytes)" : ""));
             }
-            credits.consumed();
+            try {
+                credits.consumed();
+            } catch (ProtocolException e) {
+                // Beyond its grant: it took a receive committed to another peer; post one for that peer now.
+                group.commit(0);
+                throw e;
+            }
             group.used();
             int opcode = wcs.opcode(i);
             if (opcode == IbvWcOpcode.RECV_RDMA_WITH_IMM) {
@@ -291,7 +297,7 @@ final class RdmaConnection implements ReceiveRing.Owner {
     /** The slot of a message is free again; its credit is owed to the peer. */
     private void freeSlot(int slot) {
         group.release(slot);
-        credits.freed();
+        group.commit(credits.freed(group.room()));
     }
 
     /** The ring a write with this immediate landed in. */
@@ -461,7 +467,7 @@ final class RdmaConnection implements ReceiveRing.Owner {
      * write only ring writes (which carry no credits) could each wait for the other's CREDIT.
      */
     private boolean creditsDue() {
-        if (ringSeenOwed || credits.due() && group.room() > 0) {
+        if (ringSeenOwed || credits.due()) {
             return true;
         }
         if (ring == null) {
@@ -711,13 +717,9 @@ final class RdmaConnection implements ReceiveRing.Owner {
         sends.nextHeader(header).write(type, flags | ringSeenFlag(), recvCredits, (int) ringCredits);
     }
 
-    /** Credits to put in the next header: committed on the shared receive queue (posted before the send goes). */
+    /** Credits to put in the next header: committed already, their receives posted before the send goes. */
     private int grantedCredits() {
-        int n = credits.take(group.room());
-        if (n > 0) {
-            group.commit(n);
-        }
-        return n;
+        return credits.take();
     }
 
     private int ringSeenFlag() {
@@ -793,6 +795,6 @@ final class RdmaConnection implements ReceiveRing.Owner {
         if (retired != null && retiredMayReceive) {
             retired.unref();
         }
-        group.leave(sqDepth, credits.outstanding());
+        group.leave(sqDepth, credits.committed());
     }
 }

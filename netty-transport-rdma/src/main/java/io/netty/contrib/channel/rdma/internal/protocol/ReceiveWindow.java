@@ -6,7 +6,7 @@ package io.netty.contrib.channel.rdma.internal.protocol;
  * its grant may grow. Receive buffers come from a queue shared with other connections, so a grant is memory other
  * connections cannot have: an idle peer holds a small grant ({@code initial}), a peer that keeps running down to
  * its reserve while this side keeps up gets it doubled, up to {@code max}, as long as the shared queue has room
- * ({@link #take(int)}'s argument).
+ * ({@link #freed(int)}'s argument).
  *
  * <p>The receiver enforces the grant: a message beyond it is a {@link ProtocolException}. Loop-thread confined.
  */
@@ -48,26 +48,30 @@ public final class ReceiveWindow {
     /**
      * The receive a message consumed is free again: its credit is owed to the peer. If the peer is down to its
      * reserve while this side keeps up with what it sends, the grant is what limits it: it doubles (up to
-     * {@code max}). A peer starved because the reader does not read gets nothing more: that is the backpressure.
+     * {@code max}, and as far as {@code room} allows). A peer starved because the reader does not read gets
+     * nothing more: that is the backpressure.
+     *
+     * @param room credits the shared receive queue can still take, this one included
+     * @return the credits to commit on the shared receive queue now (this one and any raise): owed credits are
+     *         always backed by posted receives, so sending them never waits for room
      */
-    public void freed() {
+    public int freed(int room) {
         owed++;
+        int commit = 1;
         if (outstanding <= SendWindow.RESERVED_RECV_CREDITS && limit < max) {
-            int raise = Math.min(limit, max - limit);
-            limit += raise;
-            owed += raise;
+            int raise = Math.min(Math.min(limit, max - limit), room - 1);
+            if (raise > 0) {
+                limit += raise;
+                owed += raise;
+                commit += raise;
+            }
         }
+        return commit;
     }
 
-    /**
-     * Takes up to {@code room} owed credits to send to the peer (the shared receive queue must post as many
-     * buffers before the message carrying them goes out); returns how many.
-     */
-    public int take(int room) {
-        int n = Math.min(Math.min(owed, room), MessageHeader.MAX_RECV_CREDITS);
-        if (n <= 0) {
-            return 0;
-        }
+    /** Takes the owed credits to send to the peer; returns how many. */
+    public int take() {
+        int n = Math.min(owed, MessageHeader.MAX_RECV_CREDITS);
         owed -= n;
         outstanding += n;
         return n;
@@ -79,6 +83,11 @@ public final class ReceiveWindow {
      */
     public boolean due() {
         return owed >= Math.max(1, limit / 2) || owed > 0 && outstanding <= SendWindow.RESERVED_RECV_CREDITS;
+    }
+
+    /** Credits this side has committed for the peer: those it holds and those owed to it. */
+    public int committed() {
+        return outstanding + owed;
     }
 
     public int owed() {

@@ -158,9 +158,22 @@ class ManyConnectionsTest {
             }
             c.flush();
         }
-        for (CompletableFuture<Long> done : echoed) {
-            assertThat(done.get(300, TimeUnit.SECONDS)).as("CRC of an echoed stream").isEqualTo(expected);
+        for (int i = 0; i < echoed.size(); i++) {
+            try {
+                assertThat(echoed.get(i).get(120, TimeUnit.SECONDS)).as("CRC of an echoed stream").isEqualTo(expected);
+            } catch (java.util.concurrent.TimeoutException e) {
+                throw new AssertionError("stream " + i + " stalled; client side: " + state(streaming.get(i)), e);
+            }
         }
+    }
+
+    /** The channel's connection state, read on its loop (a package-private field, for diagnosis only). */
+    private static String state(Channel channel) throws Exception {
+        return channel.eventLoop().submit(() -> {
+            java.lang.reflect.Field f = channel.getClass().getDeclaredField("connection");
+            f.setAccessible(true);
+            return String.valueOf(f.get(channel));
+        }).get(10, TimeUnit.SECONDS);
     }
 
     private static Map<String, Long> status(ChildJvm server) throws Exception {
