@@ -89,9 +89,13 @@ class RdmaDatagramChannelTest {
     @io.netty.channel.ChannelHandler.Sharable
     private static final class Collector extends SimpleChannelInboundHandler<DatagramPacket> {
         final BlockingQueue<DatagramPacket> received = new LinkedBlockingQueue<>();
+        final Set<String> readThreads = ConcurrentHashMap.newKeySet();
 
         @Override
         protected void channelRead0(ChannelHandlerContext ctx, DatagramPacket packet) {
+            // Delivered by the RDMA loop itself, not by a thread of its own.
+            assertThat(ctx.channel().eventLoop().inEventLoop()).isTrue();
+            readThreads.add(Thread.currentThread().getName());
             received.add(packet.retain());
         }
 
@@ -146,6 +150,7 @@ class RdmaDatagramChannelTest {
             ch.close().sync();
             assertThat(ch.isOpen()).isFalse();
         }
+        assertThat(collector.readThreads).hasSize(1);
         echo.close().sync();
     }
 
