@@ -61,6 +61,7 @@ public final class RdmaDatagramChannel extends AbstractChannel implements Datagr
     private int interest;
     private boolean bound;
     private boolean connected;
+    private InetSocketAddress peer;
     private MemorySegment staging;
 
     /** An IPv6 dual-stack socket (IPv4 where the kernel has no IPv6). */
@@ -143,7 +144,7 @@ public final class RdmaDatagramChannel extends AbstractChannel implements Datagr
 
     @Override
     protected SocketAddress remoteAddress0() {
-        return connected ? socket.remoteAddress() : null;
+        return peer;
     }
 
     @Override
@@ -188,15 +189,21 @@ public final class RdmaDatagramChannel extends AbstractChannel implements Datagr
         if (localAddress != null) {
             doBind(localAddress);
         }
-        socket.connect(checkInet(remoteAddress));
+        InetSocketAddress remote = checkInet(remoteAddress);
+        socket.connect(remote);
         connected = true;
         bound = true;
+        peer = socket.remoteAddress();
+        if (peer == null) {
+            peer = remote;
+        }
     }
 
     @Override
     protected void doDisconnect() throws Exception {
         socket.disconnect();
         connected = false;
+        peer = null;
         invalidateRemoteAddress();
     }
 
@@ -278,8 +285,7 @@ public final class RdmaDatagramChannel extends AbstractChannel implements Datagr
             }
             int sent;
             try {
-                sent = send(data, connected && recipient != null && recipient.equals(remoteAddress0()) ? null
-                        : recipient);
+                sent = send(data, connected && recipient != null && recipient.equals(peer) ? null : recipient);
             } catch (IOException e) {
                 // One datagram failed (unreachable port, too large, ...): fail its promise, send the rest.
                 in.remove(e);
@@ -320,9 +326,10 @@ public final class RdmaDatagramChannel extends AbstractChannel implements Datagr
         return null;
     }
 
-    private MemorySegment staging(int len) {
+    private MemorySegment staging(int len) throws IOException {
         if (len > MAX_DATAGRAM) {
-            throw new IllegalArgumentException("datagram of " + len + " bytes exceeds the UDP maximum");
+            // An IOException fails this datagram's write only, as the kernel's EMSGSIZE does for direct buffers.
+            throw new IOException("datagram of " + len + " bytes exceeds the UDP maximum of " + MAX_DATAGRAM);
         }
         if (staging == null) {
             // Freed by the GC with the channel: a read or write racing close() must not touch freed memory.

@@ -147,6 +147,17 @@ class RdmaDatagramChannelTest {
                     reply.release();
                 }
             }
+            // Too large for UDP, from a heap and from a direct buffer: that write fails, the channel goes on.
+            InetSocketAddress to = (InetSocketAddress) echo.localAddress();
+            assertThat(ch.writeAndFlush(new DatagramPacket(Unpooled.wrappedBuffer(new byte[70_000]), to)).await()
+                    .cause()).isInstanceOf(java.io.IOException.class);
+            assertThat(ch.writeAndFlush(new DatagramPacket(Unpooled.directBuffer(70_000).writeZero(70_000), to))
+                    .await().cause()).isInstanceOf(java.io.IOException.class);
+            ch.writeAndFlush(new DatagramPacket(Unpooled.wrappedBuffer(new byte[] {42}), to)).sync();
+            DatagramPacket after = collector.take("the echo after the failed writes");
+            assertThat(after.content().readableBytes()).isEqualTo(1);
+            after.release();
+            assertThat(ch.isOpen()).isTrue();
             ch.close().sync();
             assertThat(ch.isOpen()).isFalse();
         }

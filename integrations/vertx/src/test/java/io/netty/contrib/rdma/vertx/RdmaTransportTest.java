@@ -114,7 +114,7 @@ class RdmaTransportTest {
                             assertThat(resp.getHeader("x-cycle")).isEqualTo(String.valueOf(cycle));
                             return resp.body();
                         });
-                Buffer echoed = await(reply);
+                Buffer echoed = await(reply, "HTTP echo of " + size + " B in cycle " + cycle);
                 assertThat(echoed.length()).as("HTTP echo of %d B", size).isEqualTo(size);
                 assertThat(crc(echoed.getBytes())).isEqualTo(crc(body));
             }
@@ -153,7 +153,8 @@ class RdmaTransportTest {
             for (int off = 0; off < size; off += 64 << 10) {
                 socket.write(Buffer.buffer(java.util.Arrays.copyOfRange(data, off, Math.min(size, off + (64 << 10)))));
             }
-            Buffer echoed = await(done.future());
+            Buffer echoed = await(done.future(), "NetSocket echo of " + size + " B in cycle " + cycle
+                    + " (" + received.length() + " B back)");
             assertThat(echoed.length()).as("NetSocket echo of %d B", size).isEqualTo(size);
             assertThat(crc(echoed.getBytes())).isEqualTo(crc(data));
             await(socket.close());
@@ -170,7 +171,15 @@ class RdmaTransportTest {
     }
 
     private static <T> T await(Future<T> future) throws Exception {
-        return future.toCompletionStage().toCompletableFuture().get(30, TimeUnit.SECONDS);
+        return await(future, "a Vert.x operation");
+    }
+
+    private static <T> T await(Future<T> future, String what) throws Exception {
+        try {
+            return future.toCompletionStage().toCompletableFuture().get(30, TimeUnit.SECONDS);
+        } catch (java.util.concurrent.TimeoutException e) {
+            throw new AssertionError(what + " did not complete within 30 s", e);
+        }
     }
 
     private static void leakOnPurpose() {
