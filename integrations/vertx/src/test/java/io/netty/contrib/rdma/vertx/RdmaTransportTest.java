@@ -93,14 +93,18 @@ class RdmaTransportTest {
     }
 
     private static void http(Vertx vertx, Random random, Set<Class<?>> channelTypes, int cycle) throws Exception {
+        List<Channel> channels = new java.util.concurrent.CopyOnWriteArrayList<>();
         HttpServer server = await(vertx.createHttpServer()
+                .connectionHandler(conn -> channels.add(((ConnectionBase) conn).channel()))
                 .requestHandler(req -> {
                     channelTypes.add(((ConnectionBase) req.connection()).channel().getClass());
                     req.body().onSuccess(body -> req.response().putHeader("x-cycle", String.valueOf(cycle))
                             .end(body));
                 })
                 .listen(0, "127.0.0.1"));
-        HttpClientAgent client = vertx.createHttpClient();
+        HttpClientAgent client = vertx.httpClientBuilder()
+                .withConnectHandler(conn -> channels.add(((ConnectionBase) conn).channel()))
+                .build();
         try {
             int[] sizes = {1, 100, 8 << 10, (8 << 10) + 1, 64 << 10, 1 << 20};
             for (int size : sizes) {
@@ -114,7 +118,7 @@ class RdmaTransportTest {
                             assertThat(resp.getHeader("x-cycle")).isEqualTo(String.valueOf(cycle));
                             return resp.body();
                         });
-                Buffer echoed = await(reply, "HTTP echo of " + size + " B in cycle " + cycle);
+                Buffer echoed = await(reply, "HTTP echo of " + size + " B in cycle " + cycle, channels);
                 assertThat(echoed.length()).as("HTTP echo of %d B", size).isEqualTo(size);
                 assertThat(crc(echoed.getBytes())).isEqualTo(crc(body));
             }
@@ -128,9 +132,11 @@ class RdmaTransportTest {
     }
 
     private static void net(Vertx vertx, Random random, Set<Class<?>> channelTypes, int cycle) throws Exception {
+        List<Channel> channels = new java.util.concurrent.CopyOnWriteArrayList<>();
         NetServer server = await(vertx.createNetServer()
                 .connectHandler(so -> {
                     Channel ch = ((NetSocketInternal) so).channelHandlerContext().channel();
+                    channels.add(ch);
                     channelTypes.add(ch.getClass());
                     so.handler(so::write);
                 })
@@ -141,7 +147,9 @@ class RdmaTransportTest {
             byte[] data = new byte[size];
             random.nextBytes(data);
             NetSocket socket = await(client.connect(server.actualPort(), NET_HOST));
-            assertThat(((NetSocketInternal) socket).channelHandlerContext().channel()).isInstanceOf(RdmaChannel.class);
+            Channel clientChannel = ((NetSocketInternal) socket).channelHandlerContext().channel();
+            assertThat(clientChannel).isInstanceOf(RdmaChannel.class);
+            channels.add(clientChannel);
             Promise<Buffer> done = Promise.promise();
             Buffer received = Buffer.buffer(size);
             socket.handler(buf -> {
@@ -154,7 +162,7 @@ class RdmaTransportTest {
                 socket.write(Buffer.buffer(java.util.Arrays.copyOfRange(data, off, Math.min(size, off + (64 << 10)))));
             }
             Buffer echoed = await(done.future(), "NetSocket echo of " + size + " B in cycle " + cycle
-                    + " (" + received.length() + " B back)");
+                    + " (" + received.length() + " B back)", channels);
             assertThat(echoed.length()).as("NetSocket echo of %d B", size).isEqualTo(size);
             assertThat(crc(echoed.getBytes())).isEqualTo(crc(data));
             await(socket.close());
@@ -171,14 +179,30 @@ class RdmaTransportTest {
     }
 
     private static <T> T await(Future<T> future) throws Exception {
-        return await(future, "a Vert.x operation");
+        return await(future, "a Vert.x operation", List.of());
     }
 
-    private static <T> T await(Future<T> future, String what) throws Exception {
+    /** On timeout, the message names the operation and the state of {@code channels}' RDMA connections. */
+    private static <T> T await(Future<T> future, String what, List<Channel> channels) throws Exception {
         try {
             return future.toCompletionStage().toCompletableFuture().get(30, TimeUnit.SECONDS);
         } catch (java.util.concurrent.TimeoutException e) {
-            throw new AssertionError(what + " did not complete within 30 s", e);
+            StringBuilder state = new StringBuilder();
+            for (Channel ch : channels) {
+                state.append("\n  ").append(ch).append(": ").append(connectionState(ch));
+            }
+            throw new AssertionError(what + " did not complete within 30 s; connections:" + state, e);
+        }
+    }
+
+    /** The transport's view of a connection (its toString), read on its loop; for failure messages only. */
+    private static String connectionState(Channel ch) {
+        try {
+            java.lang.reflect.Field f = RdmaChannel.class.getDeclaredField("connection");
+            f.setAccessible(true);
+            return ch.eventLoop().submit(() -> String.valueOf(f.get(ch))).get(5, TimeUnit.SECONDS);
+        } catch (Exception e) {
+            return "(state unavailable: " + e + ")";
         }
     }
 
