@@ -510,7 +510,8 @@ public final class RdmaDatagramChannel extends AbstractChannel implements Datagr
                     handle.lastBytesRead(n);
                     handle.incMessagesRead(1);
                     readSome = true;
-                    pipeline.fireChannelRead(new DatagramPacket(buf, RdmaDatagramChannel.this.localAddress(), socket.sender()));
+                    pipeline.fireChannelRead(new DatagramPacket(buf, RdmaDatagramChannel.this.localAddress(),
+                            socket.sender()));
                 } while (handle.continueReading(keepReading));
             } catch (Throwable t) {
                 failure = t;

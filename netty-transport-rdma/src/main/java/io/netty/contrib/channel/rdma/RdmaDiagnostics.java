@@ -214,7 +214,8 @@ final class RdmaDiagnostics {
                 DeviceAttributes a = context.queryDevice();
                 line("  " + device.name() + ": node GUID " + String.format("%016x", device.guid()) + ", firmware "
                         + (a.fwVer().isEmpty() ? "-" : a.fwVer()) + ", max_qp " + a.maxQp() + ", max_cqe "
-                        + a.maxCqe() + ", max_mr_size " + Long.toUnsignedString(a.maxMrSize()) + ", ports " + a.physPortCnt());
+                        + a.maxCqe() + ", max_mr_size " + Long.toUnsignedString(a.maxMrSize()) + ", ports "
+                        + a.physPortCnt());
                 for (int port = 1; port <= a.physPortCnt(); port++) {
                     port(device.name(), context, port);
                 }

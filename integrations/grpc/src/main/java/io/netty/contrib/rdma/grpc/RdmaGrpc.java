@@ -31,7 +31,10 @@ public final class RdmaGrpc {
     private RdmaGrpc() {
     }
 
-    /** A server builder for {@code address} over RDMA: {@link #configure(NettyServerBuilder, EventLoopGroup, EventLoopGroup)}. */
+    /**
+     * A server builder for {@code address} over RDMA:
+     * {@link #configure(NettyServerBuilder, EventLoopGroup, EventLoopGroup)}.
+     */
     public static NettyServerBuilder serverBuilder(SocketAddress address, EventLoopGroup boss,
                                                    EventLoopGroup workers) {
         return configure(NettyServerBuilder.forAddress(address), boss, workers);

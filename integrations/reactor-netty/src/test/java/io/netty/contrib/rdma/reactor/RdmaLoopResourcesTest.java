@@ -101,7 +101,8 @@ class RdmaLoopResourcesTest {
             String hello = client.get().uri("/hello").responseContent().aggregate().asString()
                     .block(Duration.ofSeconds(20));
             assertThat(hello).isEqualTo("hello over RDMA");
-            assertThat(dns.queries.get()).as("reactor-netty's resolver asked our DNS server").isGreaterThan(queriesBefore);
+            assertThat(dns.queries.get()).as("reactor-netty's resolver asked our DNS server")
+                    .isGreaterThan(queriesBefore);
             byte[] body = new byte[3 << 20];
             new Random(3).nextBytes(body);
             byte[] echoed = client.post().uri("/echo").send(ByteBufFlux.fromInbound(Mono.just(body)))
