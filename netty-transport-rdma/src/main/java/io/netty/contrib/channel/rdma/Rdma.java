@@ -38,4 +38,21 @@ public final class Rdma {
     public static Throwable unavailabilityCause() {
         return VerbsAvailability.unavailabilityCause();
     }
+
+    /**
+     * A report of what this JVM sees of RDMA, for people: the libraries loaded (files and versions), each device
+     * and port (state, link layer, MTU, GID table with types and netdevs, from the verbs and from
+     * {@code /sys/class/infiniband}), {@code RLIMIT_MEMLOCK} against what the allocator and the connections
+     * register, huge pages, whether rdma_cm can bind the host's addresses, and for each problem found the fix.
+     * Never throws for a missing library or device: it says so. Also {@code java -jar netty-transport-rdma.jar
+     * diagnose}.
+     */
+    public static String diagnose() {
+        return diagnose(null);
+    }
+
+    /** {@link #diagnose()}, trying to bind rdma_cm to {@code address} (e.g. the IP of an RDMA netdev) only. */
+    public static String diagnose(String address) {
+        return RdmaDiagnostics.report(address);
+    }
 }

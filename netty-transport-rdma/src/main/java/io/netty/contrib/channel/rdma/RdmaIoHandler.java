@@ -46,6 +46,7 @@ import java.util.concurrent.TimeUnit;
 public final class RdmaIoHandler implements IoHandler {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaIoHandler.class);
     private static final long CM_TOKEN = -1;
+    private static final long FD_TOKEN = -2;
     private static final int YIELD_AFTER_SPINS = 256;
     private static final int CM_POLL_INTERVAL_MASK = 63;
     /** Work requests prepared before one {@code ibv_post_send}. */
@@ -65,6 +66,7 @@ public final class RdmaIoHandler implements IoHandler {
     private final int[] batchFlags = new int[SEND_BATCH];
     private LinuxEpoll epoll;
     private CmEventChannel cmChannel;
+    private FdWatcher fdWatcher;
     private final List<Registration> touched = new ArrayList<>();
     private final List<AutoCloseable> toClose = new ArrayList<>();
     private final List<Registration> afterCompletions = new ArrayList<>();
@@ -240,7 +242,7 @@ public final class RdmaIoHandler implements IoHandler {
                 int ready = epoll.await(timeoutMillis);
                 for (int i = 0; i < ready; i++) {
                     long token = epoll.readyToken(i);
-                    if (token == CM_TOKEN) {
+                    if (token == CM_TOKEN || token == FD_TOKEN) {
                         cmReady = true;
                     } else if (token >= 0 && token < deviceQueues.size()) {
                         deviceQueues.get((int) token).takeEvent();
@@ -288,6 +290,9 @@ public final class RdmaIoHandler implements IoHandler {
             } finally {
                 event.ack();
             }
+        }
+        if (cmEvents && fdWatcher != null) {
+            work += fdWatcher.processReady();
         }
         if (!afterCompletions.isEmpty()) {
             // A peer's disconnect can be reported after its last messages reached the CQ but before this loop
@@ -390,6 +395,9 @@ public final class RdmaIoHandler implements IoHandler {
 
     @Override
     public void prepareToDestroy() {
+        if (fdWatcher != null) {
+            fdWatcher.closeHandles();
+        }
         for (Registration r : registrations.values().toArray(new Registration[0])) {
             try {
                 r.handle.close();
@@ -434,6 +442,9 @@ public final class RdmaIoHandler implements IoHandler {
                 logger.warn("rdma_cm event channel of an event loop still in use at shutdown", e);
             }
         }
+        if (fdWatcher != null) {
+            fdWatcher.close();
+        }
         if (epoll != null) {
             epoll.close();
         }
@@ -442,6 +453,9 @@ public final class RdmaIoHandler implements IoHandler {
 
     @Override
     public IoRegistration register(IoHandle handle) {
+        if (handle instanceof FdIoHandle fdHandle) {
+            return registerFd(fdHandle);
+        }
         RdmaIoHandle rdmaHandle = cast(handle);
         int id;
         do {
@@ -451,6 +465,25 @@ public final class RdmaIoHandler implements IoHandler {
         registrations.put(id, registration);
         handle.registered();
         return registration;
+    }
+
+    /** A plain fd (a kernel socket): watched by the loop's {@link FdWatcher}, created on first use. */
+    private IoRegistration registerFd(FdIoHandle handle) {
+        try {
+            if (fdWatcher == null) {
+                FdWatcher watcher = new FdWatcher(executor);
+                try {
+                    epoll.add(watcher.fd(), FD_TOKEN);
+                } catch (IOException e) {
+                    watcher.close();
+                    throw e;
+                }
+                fdWatcher = watcher;
+            }
+            return fdWatcher.register(handle);
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot watch fd " + handle.fd() + " on the RDMA event loop", e);
+        }
     }
 
     @Override
@@ -463,7 +496,7 @@ public final class RdmaIoHandler implements IoHandler {
 
     @Override
     public boolean isCompatible(Class<? extends IoHandle> handleType) {
-        return RdmaIoHandle.class.isAssignableFrom(handleType);
+        return RdmaIoHandle.class.isAssignableFrom(handleType) || FdIoHandle.class.isAssignableFrom(handleType);
     }
 
     private static RdmaIoHandle cast(IoHandle handle) {

@@ -8,8 +8,8 @@ import io.grpc.stub.ClientCalls;
 import io.grpc.stub.StreamObserver;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
-import io.netty.contrib.channel.rdma.RdmaChannel;
 import io.netty.contrib.channel.rdma.RdmaIoHandler;
+import io.netty.contrib.rdma.grpc.RdmaGrpc;
 
 import java.util.ArrayDeque;
 import java.util.Arrays;
@@ -74,9 +74,7 @@ public final class RpcClient {
 
     /** A gRPC channel to {@code address:port} over RDMA. Shutting down {@code group} is up to the caller. */
     static ManagedChannel newChannel(String address, int port, EventLoopGroup group) {
-        return NettyChannelBuilder.forAddress(address, port)
-                .channelType(RdmaChannel.class)
-                .eventLoopGroup(group)
+        return RdmaGrpc.configure(NettyChannelBuilder.forAddress(address, port), group)
                 .usePlaintext()
                 .maxInboundMessageSize(MAX_MESSAGE_SIZE)
                 .build();

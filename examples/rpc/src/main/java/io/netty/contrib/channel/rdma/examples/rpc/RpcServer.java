@@ -5,15 +5,16 @@ import io.grpc.netty.NettyServerBuilder;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.contrib.channel.rdma.RdmaIoHandler;
-import io.netty.contrib.channel.rdma.RdmaServerChannel;
+import io.netty.contrib.rdma.grpc.RdmaGrpc;
 
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.util.concurrent.TimeUnit;
 
 /**
- * A gRPC server over RDMA: an ordinary {@link NettyServerBuilder} (from {@code io.grpc:grpc-netty}) with the
- * RDMA server channel type and RDMA event loop groups; nothing else differs from gRPC over TCP.
+ * A gRPC server over RDMA: an ordinary {@link NettyServerBuilder} (from {@code io.grpc:grpc-netty}) set up by
+ * {@link RdmaGrpc} (the RDMA server channel type, RDMA event loop groups and the registered allocator); nothing
+ * else differs from gRPC over TCP.
  *
  * <pre>
  * java --enable-native-access=ALL-UNNAMED -cp ... RpcServer [--address 127.0.0.1] [--port 7575]
@@ -44,10 +45,7 @@ public final class RpcServer {
         EventLoopGroup boss = new MultiThreadIoEventLoopGroup(1, RdmaIoHandler.newFactory());
         EventLoopGroup workers = new MultiThreadIoEventLoopGroup(1, RdmaIoHandler.newFactory());
         try {
-            Server server = NettyServerBuilder.forAddress(new InetSocketAddress(address, port))
-                    .channelType(RdmaServerChannel.class)
-                    .bossEventLoopGroup(boss)
-                    .workerEventLoopGroup(workers)
+            Server server = RdmaGrpc.serverBuilder(new InetSocketAddress(address, port), boss, workers)
                     .maxInboundMessageSize(RpcClient.MAX_MESSAGE_SIZE)
                     .addService(EchoService.definition())
                     .build()

@@ -1,0 +1,108 @@
+package io.netty.contrib.channel.rdma;
+
+import io.netty.contrib.channel.rdma.internal.Main;
+import io.netty.contrib.channel.rdma.internal.verbs.NativeLibraries;
+import io.netty.contrib.channel.rdma.internal.verbs.TestAddress;
+import io.netty.contrib.channel.rdma.internal.verbs.VerbsDevice;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * {@link Rdma#diagnose(String)} in this JVM (the device the tests run on), and {@link Main} ({@code java -jar ...
+ * diagnose}) in fresh JVMs whose class path holds only this module's classes, as with {@code java -jar}: on the
+ * bundled software device, on the system's libraries, and on a directory without libraries.
+ */
+@Timeout(120)
+class RdmaDiagnosticsTest {
+
+    @Test
+    void reportsTheDevicePortsGidsMemoryAndBindability() {
+        SoftwareRdma.use();
+        String report = Rdma.diagnose(TestAddress.host());
+        System.out.println(report);
+        assertThat(report).contains("Libraries", "loaded:", "status:   available", "Devices (verbs)",
+                "RLIMIT_MEMLOCK:", "huge pages:", "bind " + TestAddress.host() + ": ok (device ", "Problems: none");
+        for (VerbsDevice device : VerbsDevice.list()) {
+            assertThat(report).contains("  " + device.name() + ": node GUID ");
+        }
+        assertThat(report).containsPattern("port 1: ACTIVE, link layer (Ethernet \\(RoCE\\)|InfiniBand), MTU active")
+                .containsPattern("GID\\[\\d+] [0-9a-f:]{39}  (RoCE v2|RoCE v1|IB)");
+    }
+
+    @Test
+    void anAddressNoDeviceHasIsAProblemWithItsFix() {
+        SoftwareRdma.use();
+        // TEST-NET-3: on no interface of this host.
+        String report = Rdma.diagnose("203.0.113.77");
+        assertThat(report).contains("bind 203.0.113.77: failed, ")
+                .contains("rdma_cm cannot bind 203.0.113.77")
+                .contains("fix: ")
+                .doesNotContain("Problems: none");
+    }
+
+    @Test
+    void jarMainOnTheBundledDevice() throws Exception {
+        Result r = runMain(NativeLibraries.BUNDLED, "diagnose", "127.0.0.1");
+        assertThat(r.output).contains("the bundled software RDMA device", "bind 127.0.0.1: ok", "Problems: none");
+        assertThat(r.exit).as(r.output).isZero();
+    }
+
+    @Test
+    void jarMainOnTheSystemLibrariesSaysWhatIsMissingWithoutCrashing() throws Exception {
+        Result r = runMain(null, "diagnose");
+        assertThat(r.output).contains("selected: the system's libibverbs.so.1 and librdmacm.so.1", "Memory",
+                "Problems: ").doesNotContain("Exception in thread", "\tat ");
+        if (r.output.contains("Problems: none")) {
+            assertThat(r.exit).isZero();
+        } else {
+            assertThat(r.output).contains("fix: ");
+            assertThat(r.exit).as(r.output).isEqualTo(1);
+        }
+    }
+
+    @Test
+    void jarMainWithoutLibrariesSaysSo(@TempDir Path empty) throws Exception {
+        Result r = runMain(empty.toString(), "diagnose");
+        assertThat(r.output).contains("loaded:   nothing: cannot load the RDMA libraries from " + empty,
+                "the RDMA libraries did not load", "fix: ").doesNotContain("Exception in thread");
+        assertThat(r.exit).isEqualTo(1);
+    }
+
+    @Test
+    void jarMainWithoutACommandPrintsUsage() throws Exception {
+        Result r = runMain(null);
+        assertThat(r.output).startsWith("usage: ");
+        assertThat(r.exit).isEqualTo(2);
+    }
+
+    private record Result(int exit, String output) {
+    }
+
+    /** {@link Main} in a fresh JVM with only this module's classes (no Netty), as {@code java -jar} has. */
+    private static Result runMain(String libraryPath, String... args) throws Exception {
+        Path classes = Path.of(Main.class.getProtectionDomain().getCodeSource().getLocation().toURI());
+        List<String> command = new ArrayList<>(List.of(
+                Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                "--enable-native-access=ALL-UNNAMED", "-cp", classes.toString()));
+        if (libraryPath != null) {
+            command.add("-D" + NativeLibraries.LIBRARY_PATH_PROPERTY + "=" + libraryPath);
+        }
+        command.add(Main.class.getName());
+        command.addAll(List.of(args));
+        ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
+        builder.environment().remove(NativeLibraries.LIBRARY_PATH_ENV);
+        Process process = builder.start();
+        byte[] output = process.getInputStream().readAllBytes();
+        assertThat(process.waitFor(60, TimeUnit.SECONDS)).isTrue();
+        return new Result(process.exitValue(), new String(output, StandardCharsets.UTF_8));
+    }
+}
