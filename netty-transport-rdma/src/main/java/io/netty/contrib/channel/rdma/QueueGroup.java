@@ -47,8 +47,13 @@ final class QueueGroup {
     private int freeCount;
     /** Receives posted in the SRQ and not yet completed. */
     private int posted;
-    /** Credits granted to peers and not yet used: each needs a posted receive. */
+    /**
+     * The grants of the connections on this group: credits their peers hold, credits owed to them, messages not
+     * yet freed. The SRQ holds a receive for each of the first two, so this never exceeds its capacity.
+     */
     private int committed;
+    /** Posted receives no peer holds a credit for (left by connections that closed): used before posting more. */
+    private int surplus;
     /** Send queue entries of the connections on this group's CQ. */
     private int sendEntries;
     private int connections;
@@ -99,15 +104,19 @@ final class QueueGroup {
         }
         sendEntries += sqDepth;
         connections++;
-        commit(credits);
+        raise(credits);
         flush();
         return true;
     }
 
-    /** A connection left: its send entries and the credits committed to its peer are free again. */
-    void leave(int sqDepth, int outstandingCredits) {
+    /**
+     * A connection left: its send entries and its grant are free again, and the {@code posted} receives its peer
+     * held credits for (or was owed) stay posted for others.
+     */
+    void leave(int sqDepth, int grant, int posted) {
         sendEntries -= sqDepth;
-        committed -= outstandingCredits;
+        committed -= grant;
+        surplus += posted;
         connections--;
     }
 
@@ -116,13 +125,21 @@ final class QueueGroup {
         return srq.maxWr() - committed;
     }
 
-    /**
-     * Commits {@code credits} more to a peer (0: just make up for receives taken beyond their grant): posts
-     * receives until every committed credit has one behind it.
-     */
-    void commit(int credits) {
+    /** Adds {@code credits} to a peer's grant, at most {@link #room()}: posts a receive for each. */
+    void raise(int credits) {
         committed += credits;
-        while (posted + pendingPosts < committed) {
+        post(credits);
+    }
+
+    /** Posts a receive for a credit whose message was freed (its receive completed before). */
+    void repost() {
+        post(1);
+    }
+
+    private void post(int count) {
+        int reused = Math.min(surplus, count);
+        surplus -= reused;
+        for (int n = reused; n < count; n++) {
             int slot = freeCount > 0 ? free[--freeCount] : newSlot();
             int block = slot / SLOTS_PER_BLOCK;
             posts.setAddress(pendingPosts++, WrId.encode(index, WrId.RECV, slot),
@@ -133,7 +150,7 @@ final class QueueGroup {
         }
     }
 
-    /** Posts the receives {@link #commit} prepared; before any message that carries their credits goes out. */
+    /** Posts the receives prepared since the last call; before any message that carries their credits goes out. */
     void flush() {
         int n = pendingPosts;
         if (n > 0) {
@@ -148,12 +165,9 @@ final class QueueGroup {
         posted--;
     }
 
-    /**
-     * The connection took the completion as one of the credits it granted (a connection that is gone, or a
-     * message beyond its grant, does not: its credits left with it, or were never committed).
-     */
-    void used() {
-        committed--;
+    /** A receive of this SRQ completed for a connection that is gone: it used one nobody held a credit for. */
+    void orphaned() {
+        surplus = Math.max(0, surplus - 1);
     }
 
     /** The connection is done with the bytes of {@code slot}. */
@@ -202,7 +216,7 @@ final class QueueGroup {
     @Override
     public String toString() {
         return "QueueGroup{index=" + index + ", slotSize=" + slotSize + ", connections=" + connections
-                + ", committed=" + committed + ", posted=" + posted + ", slots=" + slots + ", cqe=" + cq.cqe()
+                + ", committed=" + committed + ", posted=" + posted + ", surplus=" + surplus + ", slots=" + slots + ", cqe=" + cq.cqe()
                 + ", sendEntries=" + sendEntries + '}';
     }
 

@@ -179,7 +179,7 @@ final class RdmaConnection implements ReceiveRing.Owner {
             } else if (headers != null) {
                 headers.release();
             }
-            group.leave(sqDepth, credits.committed());
+            group.leave(sqDepth, credits.limit(), credits.outstanding() + credits.owed());
             throw e;
         }
         qp = q;
@@ -228,14 +228,8 @@ final class RdmaConnection implements ReceiveRing.Owner {
                         + (status == IbvWcStatus.LOC_LEN_ERR ? " (the peer sent more than a receive slot of "
                         + slotSize + " bytes)" : ""));
             }
-            try {
-                credits.consumed();
-            } catch (ProtocolException e) {
-                // Beyond its grant: it took a receive committed to another peer; post one for that peer now.
-                group.commit(0);
-                throw e;
-            }
-            group.used();
+            // Beyond its grant a message took a receive meant for another peer: freeing its slot posts it again.
+            credits.consumed();
             int opcode = wcs.opcode(i);
             if (opcode == IbvWcOpcode.RECV_RDMA_WITH_IMM) {
                 int immediate = wcs.immData(i);
@@ -297,7 +291,11 @@ final class RdmaConnection implements ReceiveRing.Owner {
     /** The slot of a message is free again; its credit is owed to the peer. */
     private void freeSlot(int slot) {
         group.release(slot);
-        group.commit(credits.freed(group.room()));
+        group.repost();
+        int raise = credits.freed(group.room());
+        if (raise > 0) {
+            group.raise(raise);
+        }
     }
 
     /** The ring a write with this immediate landed in. */
@@ -795,6 +793,6 @@ final class RdmaConnection implements ReceiveRing.Owner {
         if (retired != null && retiredMayReceive) {
             retired.unref();
         }
-        group.leave(sqDepth, credits.committed());
+        group.leave(sqDepth, credits.limit(), credits.outstanding() + credits.owed());
     }
 }

@@ -36,9 +36,12 @@ final class RdmaDiagnostics {
     private static final String[] PORT_STATES = {"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"};
     private static final int CAP_IPC_LOCK = 14;
     private static final long MIB = 1 << 20;
-    /** One connection's registered memory by default: its receive buffers and its receive ring. */
-    private static final long CONNECTION_BYTES = (long) RdmaChannelConfig.DEFAULT_RECEIVE_BUFFER_COUNT
-            * RdmaChannelConfig.DEFAULT_RECEIVE_BUFFER_SIZE + RdmaChannelConfig.DEFAULT_RING_SIZE;
+    /** An idle connection's registered memory by default: the receive slots of its initial credits. */
+    private static final long IDLE_CONNECTION_BYTES = (long) RdmaChannelConfig.INITIAL_RECEIVE_CREDITS
+            * RdmaChannelConfig.DEFAULT_RECEIVE_SLOT_SIZE;
+    /** A connection moving large messages: slots for its whole grant, and its receive ring. */
+    private static final long CONNECTION_BYTES = (long) RdmaChannelConfig.DEFAULT_RECEIVE_CREDITS
+            * RdmaChannelConfig.DEFAULT_RECEIVE_SLOT_SIZE + RdmaChannelConfig.DEFAULT_RING_SIZE;
 
     private final StringBuilder out = new StringBuilder();
     private final List<String> problems = new ArrayList<>();
@@ -306,16 +309,18 @@ final class RdmaDiagnostics {
                 : "no"));
         long minimum = RdmaByteBufAllocator.DEFAULT_CHUNK_SIZE + CONNECTION_BYTES;
         line("  needed: the default allocator registers " + RdmaByteBufAllocator.DEFAULT_CHUNK_SIZE / MIB
-                + " MiB chunks (at least one); each connection " + RdmaChannelConfig.DEFAULT_RECEIVE_BUFFER_COUNT
-                + " x " + RdmaChannelConfig.DEFAULT_RECEIVE_BUFFER_SIZE / 1024 + " KiB receive buffers and a "
-                + RdmaChannelConfig.DEFAULT_RING_SIZE / MIB + " MiB receive ring (RdmaChannelOption.RING_SIZE;"
-                + " a second one while a held ring is retired): " + minimum / 1024 + " KiB for one"
-                + " connection, about " + (RdmaByteBufAllocator.DEFAULT_CHUNK_SIZE + 100 * CONNECTION_BYTES) / MIB
-                + " MiB for 100");
+                + " MiB chunks (at least one); an idle connection " + IDLE_CONNECTION_BYTES / 1024 + " KiB ("
+                + RdmaChannelConfig.INITIAL_RECEIVE_CREDITS + " receive slots of "
+                + RdmaChannelConfig.DEFAULT_RECEIVE_SLOT_SIZE / 1024 + " KiB), one moving large messages up to "
+                + CONNECTION_BYTES / 1024 + " KiB (" + RdmaChannelConfig.DEFAULT_RECEIVE_CREDITS
+                + " slots and a " + RdmaChannelConfig.DEFAULT_RING_SIZE / MIB + " MiB receive ring,"
+                + " RdmaChannelOption.RING_SIZE): " + minimum / 1024 + " KiB for one busy connection, about "
+                + (RdmaByteBufAllocator.DEFAULT_CHUNK_SIZE + 1000 * IDLE_CONNECTION_BYTES) / MIB
+                + " MiB for 1000 idle ones");
         if (soft >= 0 && soft != Long.MAX_VALUE) {
             line("  " + (ipcLock ? "without CAP_IPC_LOCK this limit would allow " : "this limit allows ")
                     + Math.max(0, (soft - RdmaByteBufAllocator.DEFAULT_CHUNK_SIZE) / CONNECTION_BYTES)
-                    + " connection(s)");
+                    + " busy connection(s)");
         }
         if (NativeLibraries.isSoftwareDevice()) {
             line("  (the software device pins no memory: the limit matters on hardware and kernel rxe)");

@@ -372,6 +372,7 @@ public final class RdmaIoHandler implements IoHandler {
             r = byQpNum.get(completions.qpNum(index));
             if (r == null || !r.valid && !r.handle.lingering()) {
                 // Its connection is gone (a late message): the slot goes back.
+                g.orphaned();
                 g.release(WrId.slot(wrId));
                 return;
             }

@@ -51,22 +51,21 @@ public final class ReceiveWindow {
      * {@code max}, and as far as {@code room} allows). A peer starved because the reader does not read gets
      * nothing more: that is the backpressure.
      *
-     * @param room credits the shared receive queue can still take, this one included
-     * @return the credits to commit on the shared receive queue now (this one and any raise): owed credits are
-     *         always backed by posted receives, so sending them never waits for room
+     * @param room credits the shared receive queue can still take beyond the grants it holds
+     * @return the raise: credits added to the grant, to be committed and posted on the shared receive queue
+     *         besides the receive this message frees
      */
     public int freed(int room) {
         owed++;
-        int commit = 1;
         if (outstanding <= SendWindow.RESERVED_RECV_CREDITS && limit < max) {
-            int raise = Math.min(Math.min(limit, max - limit), room - 1);
+            int raise = Math.min(Math.min(limit, max - limit), room);
             if (raise > 0) {
                 limit += raise;
                 owed += raise;
-                commit += raise;
+                return raise;
             }
         }
-        return commit;
+        return 0;
     }
 
     /** Takes the owed credits to send to the peer; returns how many. */
@@ -85,9 +84,12 @@ public final class ReceiveWindow {
         return owed >= Math.max(1, limit / 2) || owed > 0 && outstanding <= SendWindow.RESERVED_RECV_CREDITS;
     }
 
-    /** Credits this side has committed for the peer: those it holds and those owed to it. */
-    public int committed() {
-        return outstanding + owed;
+    /**
+     * The grant the peer may hold at most now (grows up to {@code max}): the credits it holds, those owed to it,
+     * and those of messages not yet freed. What the shared receive queue keeps for this peer.
+     */
+    public int limit() {
+        return limit;
     }
 
     public int owed() {
@@ -97,11 +99,6 @@ public final class ReceiveWindow {
     /** Credits the peer holds now. */
     public int outstanding() {
         return outstanding;
-    }
-
-    /** The grant the peer may hold at most now (grows up to {@code max}). */
-    public int limit() {
-        return limit;
     }
 
     @Override
