@@ -49,6 +49,7 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
     private volatile int receiveCredits = DEFAULT_RECEIVE_CREDITS;
     private volatile int receiveSlotSize = DEFAULT_RECEIVE_SLOT_SIZE;
     private volatile boolean receiveZeroCopy;
+    private volatile boolean allowPdWideRkeys;
     private volatile int ringSize = DEFAULT_RING_SIZE;
     private volatile int sendQueueDepth = DEFAULT_SEND_QUEUE_DEPTH;
     private volatile int maxInlineData = DEFAULT_MAX_INLINE_DATA;
@@ -70,6 +71,7 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
         return getOptions(super.getOptions(), SO_RCVBUF, SO_SNDBUF, TCP_NODELAY, SO_KEEPALIVE, SO_REUSEADDR,
                 SO_LINGER, IP_TOS, ALLOW_HALF_CLOSURE, RdmaChannelOption.RECEIVE_CREDITS,
                 RdmaChannelOption.RECEIVE_SLOT_SIZE, RdmaChannelOption.RING_SIZE, RdmaChannelOption.RECEIVE_ZERO_COPY,
+                RdmaChannelOption.ALLOW_PD_WIDE_RKEYS,
                 RdmaChannelOption.SEND_QUEUE_DEPTH, RdmaChannelOption.MAX_INLINE_DATA,
                 RdmaChannelOption.RESOLVE_TIMEOUT_MILLIS, RdmaChannelOption.ESTABLISH_TIMEOUT_MILLIS);
     }
@@ -109,6 +111,9 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
         }
         if (option == RdmaChannelOption.RECEIVE_ZERO_COPY) {
             return (T) Boolean.valueOf(isReceiveZeroCopy());
+        }
+        if (option == RdmaChannelOption.ALLOW_PD_WIDE_RKEYS) {
+            return (T) Boolean.valueOf(isAllowPdWideRkeys());
         }
         if (option == RdmaChannelOption.RING_SIZE) {
             return (T) Integer.valueOf(getRingSize());
@@ -153,6 +158,8 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
             setReceiveSlotSize((Integer) value);
         } else if (option == RdmaChannelOption.RECEIVE_ZERO_COPY) {
             setReceiveZeroCopy((Boolean) value);
+        } else if (option == RdmaChannelOption.ALLOW_PD_WIDE_RKEYS) {
+            setAllowPdWideRkeys((Boolean) value);
         } else if (option == RdmaChannelOption.RING_SIZE) {
             setRingSize((Integer) value);
         } else if (option == RdmaChannelOption.SEND_QUEUE_DEPTH) {
@@ -203,6 +210,16 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
     /** @see RdmaChannelOption#RECEIVE_ZERO_COPY */
     public RdmaChannelConfig setReceiveZeroCopy(boolean receiveZeroCopy) {
         this.receiveZeroCopy = receiveZeroCopy;
+        return this;
+    }
+
+    public boolean isAllowPdWideRkeys() {
+        return allowPdWideRkeys;
+    }
+
+    /** @see RdmaChannelOption#ALLOW_PD_WIDE_RKEYS */
+    public RdmaChannelConfig setAllowPdWideRkeys(boolean allowPdWideRkeys) {
+        this.allowPdWideRkeys = allowPdWideRkeys;
         return this;
     }
 

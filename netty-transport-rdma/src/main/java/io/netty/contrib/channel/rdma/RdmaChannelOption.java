@@ -32,6 +32,16 @@ public final class RdmaChannelOption<T> extends ChannelOption<T> {
     public static final ChannelOption<Integer> RING_SIZE = valueOf(RdmaChannelOption.class, "RING_SIZE");
 
     /**
+     * Offer receive rings on a device without type-2 memory windows. There a ring is a memory region whose rkey
+     * works on every queue pair of the device's protection domain: a peer that learns or guesses another
+     * connection's ring address and rkey can write into it (docs/SECURITY.md). Off by default: without windows,
+     * large messages travel as SENDs. With windows (the software device, kernel rxe, most NICs) each ring is
+     * writable only on its own connection, whatever this option says.
+     */
+    public static final ChannelOption<Boolean> ALLOW_PD_WIDE_RKEYS = valueOf(RdmaChannelOption.class,
+            "ALLOW_PD_WIDE_RKEYS");
+
+    /**
      * Hand ring writes to the pipeline as buffers over the receive ring itself, without a copy. Only for trusted
      * peers, at two costs: the peer can rewrite bytes the application still holds (the ring is its to write), and
      * held buffers pin the ring (when they pin half of it, a new ring is registered and the old one lives until

@@ -84,7 +84,10 @@ final class RdmaConnection implements ReceiveRing.Owner {
     // Receive side: credits granted on the shared receive queue, and the ring the peer may write while it has one.
     private final ReceiveWindow credits;
     private final int slotSize;
+    /** Bytes of the ring this side offers while large messages flow; 0 when it offers none. */
     private final int ringSize;
+    /** No memory windows: rings are plain regions whose rkey works on every QP of the PD (explicitly allowed). */
+    private final boolean pdWideRings;
     private final boolean zeroCopy;
     /** The ring the peer writes to now; null when this side offers none. */
     private ReceiveRing ring;
@@ -148,7 +151,8 @@ final class RdmaConnection implements ReceiveRing.Owner {
         this.pd = device.pd();
         this.slotSize = config.getReceiveSlotSize();
         this.sqDepth = config.getSendQueueDepth();
-        this.ringSize = config.getRingSize();
+        this.pdWideRings = !device.windows();
+        this.ringSize = ringSize(config, device);
         this.zeroCopy = config.isReceiveZeroCopy();
         int initialCredits = config.getInitialReceiveCredits();
         int maxCredits = config.getReceiveCredits();
@@ -184,6 +188,32 @@ final class RdmaConnection implements ReceiveRing.Owner {
         }
         qp = q;
         sends = sq;
+    }
+
+    private static volatile boolean loggedNoWindows;
+
+    /**
+     * The ring size to offer: the configured one, or 0 (large messages by SEND) on a device without type-2 memory
+     * windows, unless the channel accepts rkeys valid on every queue pair of the protection domain.
+     */
+    private static int ringSize(RdmaChannelConfig config, RdmaDevices.Device device) {
+        if (config.getRingSize() == 0 || device.windows()) {
+            return config.getRingSize();
+        }
+        boolean allowed = config.isAllowPdWideRkeys();
+        if (!loggedNoWindows) {
+            loggedNoWindows = true;
+            if (allowed) {
+                logger.warn("{} has no type-2 memory windows; RdmaChannelOption.ALLOW_PD_WIDE_RKEYS is set, so receive"
+                        + " rings are plain memory regions whose rkey lets any connection of this device write them",
+                        device.context());
+            } else {
+                logger.info("{} has no type-2 memory windows: no receive rings are offered (large messages travel as"
+                        + " SENDs); RdmaChannelOption.ALLOW_PD_WIDE_RKEYS accepts rings writable from any connection",
+                        device.context());
+            }
+        }
+        return allowed ? config.getRingSize() : 0;
     }
 
     /** Writes what this side offers the peer. */
@@ -319,6 +349,8 @@ final class RdmaConnection implements ReceiveRing.Owner {
     private void peerLeftRetiredRing() {
         if (retiredMayReceive) {
             retiredMayReceive = false;
+            // Nobody may write it any more: end remote access now, whatever buffers over it are still held.
+            retired.closeWindow();
             unrefRing(retired);
         }
     }
@@ -446,7 +478,8 @@ final class RdmaConnection implements ReceiveRing.Owner {
         if (released || window == null || sends.batching()) {
             return;
         }
-        if (sends.room() > 0 && !retiredMayReceive && (ringOfferDue() || ringIdle && ring != null || ringSwitchDue())
+        // A RING takes two work requests: the window's bind, then the message.
+        if (sends.room() > 1 && !retiredMayReceive && (ringOfferDue() || ringIdle && ring != null || ringSwitchDue())
                 && window.tryAcquireCreditMessage()) {
             offerRing();
         }
@@ -493,7 +526,8 @@ final class RdmaConnection implements ReceiveRing.Owner {
         ReceiveRing next = null;
         if (!ringIdle) {
             try {
-                next = ReceiveRing.create(pd, ringSize, !generation, pendingSlots.length, alloc, loop, this);
+                next = ReceiveRing.create(pd, ringSize, pdWideRings, !generation, pendingSlots.length, alloc, loop,
+                        this);
             } catch (RuntimeException e) {
                 // Without a ring, large messages go on by SEND (or wait for held buffers to be released).
                 window.releaseUnused();
@@ -504,10 +538,16 @@ final class RdmaConnection implements ReceiveRing.Owner {
                 return;
             }
         }
+        if (next != null) {
+            next.bindWindow(sends);
+        }
         sends.nextHeader(header).write(MessageHeader.TYPE_RING, ringSeenFlag(), grantedCredits(), 0);
-        sends.sendRing(next == null ? 0 : next.mr.addr(), next == null ? 0 : next.mr.rkey(),
+        sends.sendRing(next == null ? 0 : next.mr.addr(), next == null ? 0 : next.rkey,
                 next == null ? 0 : (int) next.size);
         sends.post();
+        if (next != null) {
+            next.windowBound();
+        }
         if (ring != null) {
             // A ring retired before, still alive under held buffers, frees itself when they are released.
             retired = ring;
@@ -758,6 +798,13 @@ final class RdmaConnection implements ReceiveRing.Owner {
 
     /** Destroys the queue pair: no more DMA into this connection's memory, no more completions. */
     void destroyQueuePair() {
+        // Windows go first: on kernel rxe a bound window holds its queue pair.
+        if (ring != null) {
+            ring.closeWindow();
+        }
+        if (retired != null) {
+            retired.closeWindow();
+        }
         if (qp != null) {
             handler.unbindQueuePair(qp.qpNum());
             qp.close();

@@ -29,13 +29,23 @@ final class RdmaDevices {
     private RdmaDevices() {
     }
 
-    record Device(VerbsContext context, ProtectionDomain pd, RdmaByteBufAllocator allocator) {
+    /**
+     * @param windows whether the device binds type-2 memory windows, with which each receive ring is writable on
+     *                its own connection's queue pair only
+     */
+    record Device(VerbsContext context, ProtectionDomain pd, RdmaByteBufAllocator allocator, boolean windows) {
     }
 
     static synchronized Device of(VerbsContext context) {
         return DEVICES.computeIfAbsent(context.address(), a -> {
             ProtectionDomain pd = context.allocPd();
-            return new Device(context, pd, new RdmaByteBufAllocator(new PdRegistrar(pd)));
+            boolean windows;
+            try {
+                windows = context.queryDevice().supportsType2Windows();
+            } catch (RuntimeException e) {
+                windows = false;
+            }
+            return new Device(context, pd, new RdmaByteBufAllocator(new PdRegistrar(pd)), windows);
         });
     }
 

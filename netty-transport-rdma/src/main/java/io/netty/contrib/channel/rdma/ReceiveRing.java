@@ -6,7 +6,9 @@ import io.netty.contrib.channel.rdma.internal.memory.ExternalRegion;
 import io.netty.contrib.channel.rdma.internal.memory.MemoryRegistrationException;
 import io.netty.contrib.channel.rdma.internal.protocol.RingReleases;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvAccessFlags;
+import io.netty.contrib.channel.rdma.internal.verbs.IbvMwType;
 import io.netty.contrib.channel.rdma.internal.verbs.MemoryRegion;
+import io.netty.contrib.channel.rdma.internal.verbs.MemoryWindow;
 import io.netty.contrib.channel.rdma.internal.verbs.ProtectionDomain;
 import io.netty.contrib.channel.rdma.internal.verbs.VerbsException;
 
@@ -35,6 +37,13 @@ final class ReceiveRing extends ExternalRegion {
     private final Owner owner;
     final MemorySegment memory;
     final MemoryRegion mr;
+    /**
+     * The type-2 window bound to the connection's queue pair over the whole ring: the only remote access to it
+     * (the region itself grants none). {@code null} when PD-wide rkeys were allowed explicitly.
+     */
+    private MemoryWindow window;
+    /** The rkey the peer gets: the window's (or the region's). */
+    final int rkey;
     final long size;
     final RingReleases releases;
     /** The immediate's generation bit of writes into this ring. */
@@ -49,12 +58,14 @@ final class ReceiveRing extends ExternalRegion {
      */
     final AtomicInteger refs = new AtomicInteger(1);
 
-    private ReceiveRing(Arena arena, MemorySegment memory, MemoryRegion mr, boolean generation, int capacity,
-                        RdmaByteBufAllocator alloc, EventLoop loop, Owner owner) {
+    private ReceiveRing(Arena arena, MemorySegment memory, MemoryRegion mr, MemoryWindow window, boolean generation,
+                        int capacity, RdmaByteBufAllocator alloc, EventLoop loop, Owner owner) {
         super(memory, mr.lkey(), alloc.pool());
         this.arena = arena;
         this.memory = memory;
         this.mr = mr;
+        this.window = window;
+        this.rkey = window == null ? mr.rkey() : window.nextRkey();
         this.size = memory.byteSize();
         this.releases = new RingReleases(size, capacity);
         this.generation = generation;
@@ -63,28 +74,65 @@ final class ReceiveRing extends ExternalRegion {
     }
 
     /**
-     * Allocates, touches and registers a ring of {@code size} bytes for remote writes.
+     * Allocates, touches and registers a ring of {@code size} bytes for remote writes: with a type-2 window to
+     * bind on the connection's queue pair ({@link #bindWindow}) before its rkey is announced, or, with
+     * {@code pdWide}, a region whose own rkey grants remote writes on every queue pair of the protection domain.
      *
      * @param capacity writes expected outstanding at once (grows if more are)
      * @throws MemoryRegistrationException when the device refuses the registration
      */
-    static ReceiveRing create(ProtectionDomain pd, int size, boolean generation, int capacity,
+    static ReceiveRing create(ProtectionDomain pd, int size, boolean pdWide, boolean generation, int capacity,
                               RdmaByteBufAllocator alloc, EventLoop loop, Owner owner) {
         Arena arena = Arena.ofShared();
+        MemoryRegion mr = null;
         try {
             MemorySegment memory = arena.allocate(size, PAGE);
             // Pages must exist before registration: copy-on-write after it would silently break the mapping.
             memory.fill((byte) 0);
-            MemoryRegion mr;
             try {
-                mr = pd.registerMemory(memory, IbvAccessFlags.LOCAL_WRITE | IbvAccessFlags.REMOTE_WRITE);
+                mr = pd.registerMemory(memory, IbvAccessFlags.LOCAL_WRITE
+                        | (pdWide ? IbvAccessFlags.REMOTE_WRITE : IbvAccessFlags.MW_BIND));
             } catch (VerbsException e) {
                 throw MemoryRegistrationException.of("a connection's receive ring", size, e);
             }
-            return new ReceiveRing(arena, memory, mr, generation, capacity, alloc, loop, owner);
+            MemoryWindow window = pdWide ? null : pd.allocMw(IbvMwType.TYPE_2);
+            return new ReceiveRing(arena, memory, mr, window, generation, capacity, alloc, loop, owner);
         } catch (RuntimeException e) {
+            if (mr != null) {
+                mr.close();
+            }
             arena.close();
             throw e;
+        }
+    }
+
+    /**
+     * Adds to {@code sends} the bind of the window over the ring to the queue pair the batch is posted on, before
+     * the RING message that announces {@link #rkey}: send queue order makes the window valid before the peer
+     * can use it. Call {@link #windowBound()} once the batch is posted.
+     */
+    void bindWindow(SendQueue sends) {
+        if (window != null) {
+            sends.bindWindow(window, rkey, mr, size);
+        }
+    }
+
+    /** The batch with the bind was posted: the window's rkey is the one announced. */
+    void windowBound() {
+        if (window != null) {
+            window.updateRkey(rkey);
+        }
+    }
+
+    /**
+     * Ends remote access to the ring: the window is deallocated (which invalidates it). Held buffers may still
+     * read the memory; the peer can no longer write it. Idempotent; before the queue pair is destroyed.
+     */
+    void closeWindow() {
+        MemoryWindow w = window;
+        window = null;
+        if (w != null) {
+            w.close();
         }
     }
 
@@ -99,6 +147,7 @@ final class ReceiveRing extends ExternalRegion {
     void unref() {
         if (refs.decrementAndGet() == 0) {
             try {
+                closeWindow();
                 mr.close();
             } finally {
                 arena.close();

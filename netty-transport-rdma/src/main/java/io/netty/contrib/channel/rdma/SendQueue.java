@@ -4,9 +4,12 @@ import io.netty.buffer.ByteBuf;
 import io.netty.contrib.channel.rdma.internal.memory.RegisteredBuffer;
 import io.netty.contrib.channel.rdma.internal.memory.RegisteredMemoryPool;
 import io.netty.contrib.channel.rdma.internal.protocol.MessageHeader;
+import io.netty.contrib.channel.rdma.internal.verbs.IbvAccessFlags;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvSendFlags;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvWcStatus;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvWrOpcode;
+import io.netty.contrib.channel.rdma.internal.verbs.MemoryRegion;
+import io.netty.contrib.channel.rdma.internal.verbs.MemoryWindow;
 import io.netty.contrib.channel.rdma.internal.verbs.QueuePair;
 import io.netty.contrib.channel.rdma.internal.verbs.SendWorkRequests;
 import io.netty.contrib.channel.rdma.internal.verbs.WorkCompletions;
@@ -127,6 +130,16 @@ final class SendQueue {
         wrs.sgeAddress(i, 1, headers.address() + ringPayloadOffset, MessageHeader.RING_PAYLOAD, headerLkey);
         wrs.numSge(i, 2);
         batchFlags[i] = MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD <= maxInline ? IbvSendFlags.INLINE : 0;
+        batch++;
+    }
+
+    /** Adds the bind of type-2 window {@code mw} over the first {@code length} bytes of {@code mr}, with {@code rkey}. */
+    void bindWindow(MemoryWindow mw, int rkey, MemoryRegion mr, long length) {
+        int i = batch;
+        int slot = slotOf(posted + i);
+        wrs.set(i, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.BIND_MW, 0);
+        wrs.bindMw(i, mw, rkey, mr, 0, length, IbvAccessFlags.REMOTE_WRITE);
+        batchFlags[i] = 0;
         batch++;
     }
 

@@ -106,6 +106,46 @@ class RdmaReceiveCopyTest {
         }
     }
 
+    /**
+     * Connection 1 of a peer writes into connection 2's ring with connection 2's rkey: the window bound to
+     * connection 2's queue pair refuses it (a plain memory region's rkey would work on every queue pair of the
+     * protection domain), and connection 2 then receives exactly its own bytes.
+     */
+    @Test
+    void aRingIsWritableOnItsOwnConnectionOnly() throws Exception {
+        CompletableFuture<ByteBuf> got = new CompletableFuture<>();
+        Channel server = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
+                .childOption(ChannelOption.RCVBUF_ALLOCATOR, new FixedRecvByteBufAllocator(64 << 10))
+                .childHandler(new ChannelInboundHandlerAdapter() {
+                    @Override
+                    public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                        ByteBuf buf = (ByteBuf) msg;
+                        if (buf.readableBytes() == 4096) {
+                            got.complete(buf);
+                        } else {
+                            buf.release();
+                        }
+                    }
+                }).bind(TestAddress.get(), 0).sync().channel();
+        InetSocketAddress address = (InetSocketAddress) server.localAddress();
+        try (RawPeer attacker = new RawPeer(address); RawPeer victim = new RawPeer(address)) {
+            victim.awaitRing();
+            attacker.payload().fill((byte) 0x66);
+            assertThat(attacker.write(victim.ringAddress, victim.ringRkey, 4096, null))
+                    .isEqualTo("REM_ACCESS_ERR");
+            victim.payload().fill((byte) 0x11);
+            assertThat(victim.ringWriteAtStart(4096)).isEqualTo("SUCCESS");
+            ByteBuf held = got.get(20, TimeUnit.SECONDS);
+            try {
+                assertThat(allBytes(held, (byte) 0x11)).as("the victim's bytes").isTrue();
+            } finally {
+                held.release();
+            }
+        } finally {
+            server.close().sync();
+        }
+    }
+
     private static boolean allBytes(ByteBuf buf, byte value) {
         for (int i = buf.readerIndex(); i < buf.writerIndex(); i++) {
             if (buf.getByte(i) != value) {
