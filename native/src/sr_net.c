@@ -1001,13 +1001,21 @@ static struct sr_conn *conn_get(uint32_t inst, const union ibv_gid *gid)
 	return c;
 }
 
+/*
+ * RTR: the QP takes the connection to its peer's instance if there is one; a
+ * new connection is opened by the first send (in the posting thread), never
+ * here: modify_qp runs under rdma_cm's lock, where no handshake may wait.
+ */
 void sr_net_qp_connect(struct sr_qp *qp)
 {
 	pthread_mutex_lock(&qp->send_lock);
 	qp->remote_inst = qp->attr.dest_qp_num >> SR_QPN_INDEX_BITS;
 	qp->conn = NULL;
-	if (qp->remote_inst != my_inst)
-		qp->conn = conn_get(qp->remote_inst, &qp->attr.ah_attr.grh.dgid);
+	if (qp->remote_inst != my_inst && qp->remote_inst <= SR_MAX_INSTANCES) {
+		pthread_mutex_lock(&conn_lock);
+		qp->conn = conn_by_inst[qp->remote_inst];
+		pthread_mutex_unlock(&conn_lock);
+	}
 	pthread_mutex_unlock(&qp->send_lock);
 }
 
