@@ -7,14 +7,20 @@
  *                                          half a round trip (ib_send_lat's t_typical)
  *   floor tcp [-s bytes] [-t seconds]      TCP loopback throughput between two processes, one
  *                                          writer and one reader of bytes-sized writes (MB/s = 10^6)
- * Uses only the verbs API: it runs on the software device and on kernel rxe alike.
+ *   floor connect [-n conns] [-w wave] [-a addr]
+ *                                          rdma_cm connection set-up between two processes: the client
+ *                                          connects n RC QPs in waves of w concurrent connects and keeps
+ *                                          them all open; prints connections per second
+ * Uses only the verbs / rdma_cm API: it runs on the software device and on kernel rxe alike.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
+#include <rdma/rdma_cma.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -274,18 +280,179 @@ static int tcp(int size, double seconds)
 	return 0;
 }
 
+/* ---- rdma_cm connection rate ------------------------------------------------------------ */
+static struct rdma_cm_event *next_event(struct rdma_event_channel *ec)
+{
+	struct rdma_cm_event *ev;
+	struct pollfd p = { .fd = ec->fd, .events = POLLIN };
+
+	if (poll(&p, 1, 30000) != 1) {
+		fprintf(stderr, "floor: no rdma_cm event for 30 s\n");
+		exit(1);
+	}
+	if (rdma_get_cm_event(ec, &ev))
+		die("rdma_get_cm_event");
+	return ev;
+}
+
+static struct ibv_qp_init_attr small_qp(struct ibv_cq *cq)
+{
+	struct ibv_qp_init_attr a = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+				      .cap = { .max_send_wr = 2, .max_recv_wr = 2, .max_send_sge = 1,
+					       .max_recv_sge = 1 } };
+	return a;
+}
+
+static void connect_server(struct rdma_event_channel *ec, int n, int ready_fd)
+{
+	struct rdma_cm_id *l;
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY) };
+	struct ibv_pd *pd = NULL;
+	struct ibv_cq *cq = NULL;
+	struct rdma_conn_param cp = { .responder_resources = 1, .initiator_depth = 1, .rnr_retry_count = 7 };
+	uint16_t port;
+	int est = 0;
+
+	if (rdma_create_id(ec, &l, NULL, RDMA_PS_TCP) || rdma_bind_addr(l, (struct sockaddr *)&sa) ||
+	    rdma_listen(l, 1024))
+		die("rdma_listen");
+	port = rdma_get_src_port(l);
+	if (write(ready_fd, &port, sizeof(port)) != sizeof(port))
+		die("pipe");
+	while (est < n) {
+		struct rdma_cm_event *ev = next_event(ec);
+		struct rdma_cm_id *id = ev->id;
+		enum rdma_cm_event_type t = ev->event;
+
+		rdma_ack_cm_event(ev);
+		if (t == RDMA_CM_EVENT_CONNECT_REQUEST) {
+			struct ibv_qp_init_attr qa;
+
+			if (!pd) {
+				pd = ibv_alloc_pd(id->verbs);
+				cq = ibv_create_cq(id->verbs, 64, NULL, NULL, 0);
+				if (!pd || !cq)
+					die("server pd/cq");
+			}
+			qa = small_qp(cq);
+			if (rdma_create_qp(id, pd, &qa) || rdma_accept(id, &cp))
+				die("rdma_accept");
+		} else if (t == RDMA_CM_EVENT_ESTABLISHED) {
+			est++;
+		} else if (t != RDMA_CM_EVENT_DISCONNECTED) {
+			fprintf(stderr, "floor: server event %s\n", rdma_event_str(t));
+			exit(1);
+		}
+	}
+	/* the client closes everything; its exit ends us */
+	for (;;)
+		rdma_ack_cm_event(next_event(ec));
+}
+
+static int conn_rate(int n, int wave, const char *addr)
+{
+	int pfd[2];
+	uint16_t port;
+	pid_t pid;
+	struct rdma_event_channel *ec;
+	struct rdma_cm_id **ids;
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct ibv_pd *pd = NULL;
+	struct ibv_cq *cq = NULL;
+	struct rdma_conn_param cp = { .responder_resources = 1, .initiator_depth = 1, .retry_count = 7,
+				      .rnr_retry_count = 7 };
+	uint64_t t0, t1;
+	int done = 0;
+
+	if (pipe(pfd))
+		die("pipe");
+	pid = fork(); /* before any verbs use */
+	if (pid < 0)
+		die("fork");
+	if (pid == 0) {
+		ec = rdma_create_event_channel();
+		if (!ec)
+			die("rdma_create_event_channel");
+		connect_server(ec, n, pfd[1]);
+		_exit(0);
+	}
+	if (read(pfd[0], &port, sizeof(port)) != sizeof(port))
+		die("server did not start");
+	ec = rdma_create_event_channel();
+	ids = calloc((size_t)n, sizeof(*ids));
+	if (!ec || !ids || inet_pton(AF_INET, addr, &sa.sin_addr) != 1)
+		die("client set-up");
+	sa.sin_port = port;
+	t0 = now_ns();
+	for (int base = 0; base < n; base += wave) {
+		int m = n - base < wave ? n - base : wave, est = 0;
+
+		for (int i = base; i < base + m; i++) {
+			if (rdma_create_id(ec, &ids[i], NULL, RDMA_PS_TCP) ||
+			    rdma_resolve_addr(ids[i], NULL, (struct sockaddr *)&sa, 2000))
+				die("rdma_resolve_addr");
+		}
+		while (est < m) {
+			struct rdma_cm_event *ev = next_event(ec);
+			struct rdma_cm_id *id = ev->id;
+			enum rdma_cm_event_type t = ev->event;
+			int st = ev->status;
+
+			rdma_ack_cm_event(ev);
+			if (t == RDMA_CM_EVENT_ADDR_RESOLVED) {
+				if (rdma_resolve_route(id, 2000))
+					die("rdma_resolve_route");
+			} else if (t == RDMA_CM_EVENT_ROUTE_RESOLVED) {
+				struct ibv_qp_init_attr qa;
+
+				if (!pd) {
+					pd = ibv_alloc_pd(id->verbs);
+					cq = ibv_create_cq(id->verbs, 64, NULL, NULL, 0);
+					if (!pd || !cq)
+						die("client pd/cq");
+				}
+				qa = small_qp(cq);
+				if (rdma_create_qp(id, pd, &qa) || rdma_connect(id, &cp))
+					die("rdma_connect");
+			} else if (t == RDMA_CM_EVENT_ESTABLISHED) {
+				est++;
+			} else {
+				fprintf(stderr, "floor: client event %s status %d after %d connections\n",
+					rdma_event_str(t), st, done + est);
+				exit(1);
+			}
+		}
+		done += m;
+	}
+	t1 = now_ns();
+	printf("rdma_cm connect %d RC connections in waves of %d, two processes: %.0f connections/s (%.2f s)\n",
+	       n, wave, n * 1e9 / (double)(t1 - t0), (t1 - t0) / 1e9);
+	for (int i = 0; i < n; i++) {
+		rdma_disconnect(ids[i]);
+		rdma_destroy_qp(ids[i]);
+		rdma_destroy_id(ids[i]);
+	}
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	int iters = 20000, size = -1, opt;
+	int iters = 20000, size = -1, opt, wave = 200;
 	double seconds = 3;
+	const char *addr = "127.0.0.1";
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: floor pingpong [-n iters] [-s bytes] | floor tcp [-s bytes] [-t seconds]\n");
+		fprintf(stderr, "usage: floor pingpong [-n iters] [-s bytes] | floor tcp [-s bytes] [-t seconds] |\n"
+				"       floor connect [-n conns] [-w wave] [-a addr]\n");
 		return 2;
 	}
 	optind = 2;
-	while ((opt = getopt(argc, argv, "n:s:t:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:s:t:w:a:")) != -1) {
 		switch (opt) {
+		case 'w': wave = atoi(optarg); break;
+		case 'a': addr = optarg; break;
 		case 'n': iters = atoi(optarg); break;
 		case 's': size = atoi(optarg); break;
 		case 't': seconds = atof(optarg); break;
@@ -297,6 +464,8 @@ int main(int argc, char **argv)
 		return pingpong(iters < 10 ? 10 : iters, size < 1 ? 64 : size);
 	if (!strcmp(argv[1], "tcp"))
 		return tcp(size < 1 ? 1 << 20 : size, seconds);
+	if (!strcmp(argv[1], "connect"))
+		return conn_rate(iters, wave < 1 ? 1 : wave, addr);
 	fprintf(stderr, "floor: unknown mode %s\n", argv[1]);
 	return 2;
 }
