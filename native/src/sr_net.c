@@ -92,6 +92,7 @@ static struct sr_conn *dead_conns;
 /* last time a thread polled the sockets itself (poll_cq on an empty CQ) */
 static _Atomic uint64_t last_poll_ns;
 #define POLL_PARK_NS 200000ull
+static atomic_int tcp_parked;           /* TCP connections with EPOLLIN off (progress thread) */
 
 /* set in the progress thread and while a polling thread runs the input path:
  * such threads never block on a full socket */
@@ -717,6 +718,10 @@ static void conn_kill(struct sr_conn *c, const char *why)
 	}
 	c->dead_next = dead_conns;
 	dead_conns = c;
+	if (c->parked) {
+		c->parked = false;
+		atomic_fetch_sub(&tcp_parked, 1);
+	}
 	pthread_mutex_unlock(&conn_lock);
 	sr_dbg("connection to instance %u closed: %s", c->remote_inst, why);
 	if (c->fd >= 0) {
@@ -1089,10 +1094,26 @@ void sr_net_reply(struct sr_conn *conn, struct sr_hdr *h, const struct iovec *io
 	conn_send(conn, h, iov, iovcnt);
 }
 
-/* a thread armed a CQ and is about to sleep: the progress thread must receive again */
+/*
+ * A thread armed a CQ and is about to sleep: the progress thread must receive
+ * again. The rings ask for wakeups right here, so the progress thread, which
+ * sleeps in epoll with the rings' eventfds in its set, need not be woken just
+ * to ask for them (one context switch less per blocking wait); parked TCP
+ * connections, or a ring that has a message already, still need it.
+ */
 void sr_net_stop_polling(void)
 {
-	if (atomic_exchange(&last_poll_ns, 0))
+	bool kick;
+
+	if (!atomic_exchange(&last_poll_ns, 0))
+		return;
+	kick = atomic_load(&tcp_parked) > 0;
+	for (struct sr_conn *c = atomic_load(&all_conns); c && !kick; c = c->all_next) {
+		if (c->is_unix && !atomic_load(&c->dead) && atomic_load(&c->shm_ready) &&
+		    sr_shm_arm_rx(&c->shm, sizeof(struct sr_hdr)))
+			kick = true;
+	}
+	if (kick)
 		sr_net_kick_timer();
 }
 
@@ -1289,6 +1310,8 @@ static void set_parked(struct sr_conn *c, bool on)
 	struct epoll_event ev = { .events = (on ? 0 : EPOLLIN) | (c->out_armed ? EPOLLOUT : 0),
 				  .data.ptr = c };
 
+	if (c->parked != on)
+		atomic_fetch_add(&tcp_parked, on ? 1 : -1);
 	c->parked = on;
 	if (c->fd >= 0)
 		epoll_ctl(ep_fd, EPOLL_CTL_MOD, c->fd, &ev);
