@@ -118,6 +118,45 @@ static int wait_fd(int fd, short ev)
 static bool queue_empty(struct sr_conn *c);
 static void writer_release(struct sr_conn *c, bool blocking);
 
+/*
+ * A reader inside a message waits for its rest, possibly holding the QP's
+ * lock (the completer copies a READ response out). Meanwhile the output this
+ * process queued for any connection goes out: the peer may need it before it
+ * can send the rest, e.g. when two connections join the same two instances
+ * (both connected at once) and each side's reader waits on a different one
+ * while the other side's threads wait for the QP lock. Returns whether some
+ * output is still queued (the caller then waits in short slices).
+ */
+static bool flush_all_pending(void)
+{
+	bool left = false;
+
+	for (struct sr_conn *c = atomic_load(&all_conns); c; c = c->all_next) {
+		if (atomic_load_explicit(&c->dead, memory_order_relaxed) || queue_empty(c))
+			continue;
+		if (!pthread_mutex_trylock(&c->wlock))
+			writer_release(c, false);
+		left |= !queue_empty(c);
+	}
+	return left;
+}
+
+/* the rest of a message from a socket: POLLIN, or IO_TIMEOUT_MS without any */
+static int wait_input(int fd)
+{
+	uint64_t end = sr_now_ns() + IO_TIMEOUT_MS * 1000000ull;
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	for (;;) {
+		int n = poll(&p, 1, flush_all_pending() ? 1 : 20);
+
+		if (n == 1)
+			return 0;
+		if ((n < 0 && errno != EINTR) || sr_now_ns() >= end)
+			return -1;
+	}
+}
+
 /* a connection can no longer be used; threads waiting on its rings give up */
 static void mark_dead(struct sr_conn *c)
 {
@@ -147,11 +186,9 @@ static int shm_read(struct sr_conn *c, uint8_t *d, size_t len)
 			sr_shm_rx_release(&c->shm);
 			unreleased = 0;
 			do {
-				/* our own queued output may be what the peer needs before it can go on */
-				bool q = !queue_empty(c);
+				/* our queued output may be what the peer needs before it can go on */
+				bool q = flush_all_pending();
 
-				if (q && !pthread_mutex_trylock(&c->wlock))
-					writer_release(c, false);
 				r = sr_shm_wait_data(&c->shm, q ? 1 : 20, q ? 1 : 20, &c->peer_gone);
 			} while (r && !atomic_load(&c->peer_gone) && sr_now_ns() < end);
 			if (r)
@@ -208,7 +245,7 @@ static int conn_read(struct sr_conn *c, void *dst, size_t len)
 			if (d)
 				d += n;
 		} else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-			if (errno == EAGAIN && wait_fd(c->fd, POLLIN))
+			if (errno == EAGAIN && wait_input(c->fd))
 				return -1;
 		} else {
 			return -1;
