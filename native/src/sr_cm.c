@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include "sr.h"
+#include "sr_util.h"
 
 #include <rdma/rdma_cma.h>
 #include <arpa/inet.h>
@@ -144,21 +145,9 @@ static struct cm_id *all_ids;       /* cm_lock */
 #define ID_HASH 4096                /* ids by serial: the CM thread finds an event's id in O(1) */
 static struct cm_id *id_hash[ID_HASH];
 
-static uint64_t now_ns_cm(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static uint32_t random_psn(void)
 {
-	uint32_t v = 0;
-
-	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
-		v = (uint32_t)now_ns_cm() * 2654435761u;
-	return v & 0xffffff;
+	return (uint32_t)sr_entropy64() & 0xffffff;
 }
 
 static void id_link(struct cm_id *c)
@@ -205,8 +194,7 @@ static void id_unlink(struct cm_id *c)
 	}
 }
 
-#define cm_dbg(fmt, ...) do { if (cm_debug) \
-	fprintf(stderr, "softrdma-cm[%d]: " fmt "\n", (int)getpid(), ##__VA_ARGS__); } while (0)
+#define cm_dbg(fmt, ...) SR_TRACE(cm_debug, "softrdma-cm", fmt, ##__VA_ARGS__)
 static int cm_debug;
 
 static void *cm_thread(void *arg);
@@ -1301,7 +1289,7 @@ SR_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_p
 		return sync_wait(c, RDMA_CM_EVENT_ESTABLISHED);
 	}
 	set_state(c, CMS_CONNECTING);
-	c->deadline_ns = now_ns_cm() + CONNECT_TIMEOUT_MS * 1000000ull;
+	c->deadline_ns = sr_clock_ns() + CONNECT_TIMEOUT_MS * 1000000ull;
 	ev.data.u64 = c->serial;
 	epoll_ctl(cm_ep, EPOLL_CTL_ADD, c->fd, &ev);
 	c->in_epoll = true;
@@ -1515,7 +1503,7 @@ static void accept_one(struct cm_id *l, int fd)
 	c->fd = fd;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	/* a connection whose REQ does not arrive in time is dropped (check_timeouts) */
-	c->deadline_ns = now_ns_cm() + CONNECT_TIMEOUT_MS * 1000000ull;
+	c->deadline_ns = sr_clock_ns() + CONNECT_TIMEOUT_MS * 1000000ull;
 	len = sizeof(c->id.route.addr.src_storage);
 	getsockname(fd, &c->id.route.addr.src_addr, &len);
 	len = sizeof(c->id.route.addr.dst_storage);
@@ -1751,7 +1739,7 @@ static void *cm_thread(void *arg)
 			else
 				on_readable(c);
 		}
-		now = now_ns_cm();
+		now = sr_clock_ns();
 		if (now >= next_check) {
 			check_timeouts(now);
 			next_check = now + CM_TICK_MS * 1000000ull;

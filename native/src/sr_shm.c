@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include "sr_shm.h"
+#include "sr_util.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -34,14 +35,6 @@
 
 _Static_assert((SR_SHM_RING & (SR_SHM_RING - 1)) == 0, "ring size is a power of two");
 _Static_assert(2 * sizeof(struct sr_ring_ctl) <= CTL_SIZE, "control page");
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void futex_wait(_Atomic uint32_t *w, uint32_t val, int ms)
 {
@@ -181,10 +174,10 @@ void sr_shm_rx_release(struct sr_shm *s)
 int sr_shm_wait_data(struct sr_shm *s, int timeout_ms, int slice_ms, const atomic_bool *stop)
 {
 	struct sr_ring_ctl *r = s->rx;
-	uint64_t start = mono_ns(), end = start + (uint64_t)timeout_ms * 1000000ull;
+	uint64_t start = sr_clock_ns(), end = start + (uint64_t)timeout_ms * 1000000ull;
 
 	while (!sr_shm_rx_avail(s)) {
-		uint64_t now = mono_ns();
+		uint64_t now = sr_clock_ns();
 		uint32_t t;
 
 		if (atomic_load(stop) || now >= end)
@@ -253,12 +246,12 @@ void sr_shm_tx_publish(struct sr_shm *s)
 int sr_shm_wait_space(struct sr_shm *s, uint32_t need, int timeout_ms, const atomic_bool *stop)
 {
 	struct sr_ring_ctl *r = s->tx;
-	uint64_t start = mono_ns(), end = start + (uint64_t)timeout_ms * 1000000ull;
+	uint64_t start = sr_clock_ns(), end = start + (uint64_t)timeout_ms * 1000000ull;
 
 	if (need > SR_SHM_RING)
 		need = SR_SHM_RING;
 	while (sr_shm_tx_space(s) < need) {
-		uint64_t now = mono_ns();
+		uint64_t now = sr_clock_ns();
 		uint32_t h;
 
 		if (atomic_load(stop) || now >= end)
