@@ -48,7 +48,7 @@ struct sr_shm {
 /* map a new pair of rings (connector: role 0) or an existing one from its memfd (role 1) */
 int sr_shm_create(struct sr_shm *s, int *memfd);
 int sr_shm_attach(struct sr_shm *s, int memfd);
-/* replace the mapping by inaccessible-to-the-peer private zero pages and close the fds: any
+/* replace the shared mapping by private zero pages (the memfd is let go) and close the fds: a
  * thread still looking at the rings sees them empty, never unmapped memory */
 void sr_shm_detach(struct sr_shm *s);
 
