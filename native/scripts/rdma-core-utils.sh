@@ -45,7 +45,7 @@ pair() {
   show "$W/$n.s"; show "$W/$n.c"
   if [ $crc != 0 ]; then fail "$n" "client exit $crc" "$W/$n.c"; [ $crc = 124 ] && echo "    (timeout)"; sed 's/^/    s| /' "$W/$n.s" | tail -5; return; fi
   if [ $src != 0 ]; then fail "$n" "server exit $src" "$W/$n.s"; return; fi
-  if ! grep -Eq "$re" "$W/$n.c"; then fail "$n" "client output lacks /$re/" "$W/$n.c"; return; fi
+  if [ -n "$re" ] && ! grep -Eq "$re" "$W/$n.c"; then fail "$n" "client output lacks /$re/" "$W/$n.c"; return; fi
   if [ -n "$sre" ] && ! grep -Eq "$sre" "$W/$n.s"; then fail "$n" "server output lacks /$sre/" "$W/$n.s"; return; fi
   pass "$n"
 }
@@ -83,7 +83,9 @@ if [ -f "$W/rping -C 10.c" ]; then
   n=$(grep -c 'ping data: rdma-ping-' "$W/rping -C 10.c"); [ "$n" = 10 ] || echo "    note: rping printed $n ping lines"
 fi
 P=$(port)
-pair "rping -V -S 4096" "rping -s -a $ADDR -p $P -C 20 -V -S 4096" "rping -c -a $ADDR -p $P -C 20 -V -S 4096" '.*' 
+# -V: a data mismatch fails the exit status; the client may print nothing at all (whether its CM thread
+# reports the DISCONNECT before main returns is a race in rping: output is no criterion)
+pair "rping -V -S 4096" "rping -s -a $ADDR -p $P -C 20 -V -S 4096" "rping -c -a $ADDR -p $P -C 20 -V -S 4096" '' 
 P=$(port)
 pair ucmatose "ucmatose -b $ADDR -p $P -C 10 -c 2" "ucmatose -s $ADDR -p $P -C 10 -c 2" 'test complete' 'test complete' 'starting server'
 for t in "ib_send_lat" "ib_write_bw" "ib_send_lat -R" "ib_write_bw -R" "ib_read_lat" "ib_send_bw"; do

@@ -8,13 +8,17 @@
  * listener, which carries the CM exchange
  *     REQ ->  <- REP  RTU ->     (or <- REJ)      DREQ <-> DREP
  * as fixed-size messages; its EOF means the peer is gone (DISCONNECTED).
- * A CM thread (epoll) runs the protocol and queues events on the channels;
+ * A CM thread (epoll) runs the protocol and queues events on the channels.
+ * Every CM socket is non-blocking and a message is collected piecewise, so a
+ * peer that stalls inside a message holds up only its own connection: no
+ * socket call ever waits under cm_lock;
  * an event channel is an eventfd in semaphore mode, one count per queued
  * event (a thread blocked on a destroyed channel stays blocked, as with the
  * kernel's rdma_cm file).
  */
 #define _GNU_SOURCE
 #include "sr.h"
+#include "sr_util.h"
 
 #include <rdma/rdma_cma.h>
 #include <arpa/inet.h>
@@ -124,7 +128,11 @@ struct cm_id {
 	 * so a thread holding an event may still use event->id (CONNECT_REQUEST
 	 * counts for the listener, as event->listen_id) */
 	unsigned int ev_reported, ev_acked;
-	struct cm_id *all_next;
+	struct cm_id *all_next, *all_prev, *hash_next; /* all_ids, id_hash (cm_lock) */
+	bool linked;
+	/* the CM message being received: a peer may send it in pieces */
+	uint8_t rbuf[sizeof(struct cm_msg)];
+	size_t rlen;
 };
 
 static pthread_mutex_t cm_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -134,36 +142,34 @@ static int cm_ep = -1;
 static struct ibv_context *cm_ctx;
 static int cm_err;
 static struct cm_id *all_ids;       /* cm_lock */
-
-static uint64_t now_ns_cm(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+#define ID_HASH 4096                /* ids by serial: the CM thread finds an event's id in O(1) */
+static struct cm_id *id_hash[ID_HASH];
 
 static uint32_t random_psn(void)
 {
-	uint32_t v = 0;
-
-	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
-		v = (uint32_t)now_ns_cm() * 2654435761u;
-	return v & 0xffffff;
+	return (uint32_t)sr_entropy64() & 0xffffff;
 }
 
 static void id_link(struct cm_id *c)
 {
 	static uint64_t serials;
+	struct cm_id **h;
 
 	c->serial = ++serials;
+	c->all_prev = NULL;
 	c->all_next = all_ids;
+	if (all_ids)
+		all_ids->all_prev = c;
 	all_ids = c;
+	h = &id_hash[c->serial % ID_HASH];
+	c->hash_next = *h;
+	*h = c;
+	c->linked = true;
 }
 
 static struct cm_id *id_by_serial(uint64_t serial)
 {
-	for (struct cm_id *c = all_ids; c; c = c->all_next)
+	for (struct cm_id *c = id_hash[serial % ID_HASH]; c; c = c->hash_next)
 		if (c->serial == serial)
 			return c;
 	return NULL;
@@ -171,16 +177,24 @@ static struct cm_id *id_by_serial(uint64_t serial)
 
 static void id_unlink(struct cm_id *c)
 {
-	for (struct cm_id **pp = &all_ids; *pp; pp = &(*pp)->all_next) {
+	if (!c->linked)
+		return;
+	c->linked = false;
+	if (c->all_prev)
+		c->all_prev->all_next = c->all_next;
+	else
+		all_ids = c->all_next;
+	if (c->all_next)
+		c->all_next->all_prev = c->all_prev;
+	for (struct cm_id **pp = &id_hash[c->serial % ID_HASH]; *pp; pp = &(*pp)->hash_next) {
 		if (*pp == c) {
-			*pp = c->all_next;
-			return;
+			*pp = c->hash_next;
+			break;
 		}
 	}
 }
 
-#define cm_dbg(fmt, ...) do { if (cm_debug) \
-	fprintf(stderr, "softrdma-cm[%d]: " fmt "\n", (int)getpid(), ##__VA_ARGS__); } while (0)
+#define cm_dbg(fmt, ...) SR_TRACE(cm_debug, "softrdma-cm", fmt, ##__VA_ARGS__)
 static int cm_debug;
 
 static void *cm_thread(void *arg);
@@ -504,11 +518,25 @@ static void id_close_fd(struct cm_id *c)
 	c->in_epoll = false;
 }
 
+/*
+ * A connection carries a handful of messages, far below its socket buffer: one
+ * that does not go out at once means a peer that stopped reading. The
+ * connection is then cut (the CM thread sees it end) rather than waited for.
+ */
 static void send_msg(struct cm_id *c, struct cm_msg *m)
 {
+	ssize_t n;
+
 	m->magic = 0x53524d43; /* "SRMC" */
-	if (c->fd < 0 || send(c->fd, m, sizeof(*m), MSG_NOSIGNAL) != sizeof(*m))
-		cm_dbg("id %p: CM message %d not sent", (void *)c, m->type);
+	if (c->fd < 0)
+		return;
+	do
+		n = send(c->fd, m, sizeof(*m), MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n != sizeof(*m)) {
+		cm_dbg("id %p: CM message %d not sent, connection cut", (void *)c, m->type);
+		shutdown(c->fd, SHUT_RDWR);
+	}
 }
 
 static void qp_to_error(struct cm_id *c)
@@ -559,12 +587,14 @@ SR_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 {
 	struct cm_id *c = to_id(id);
 	struct rdma_event_channel *own = NULL;
+	bool listener;
 
 	if (!c) {
 		errno = EINVAL;
 		return -1;
 	}
 	pthread_mutex_lock(&cm_lock);
+	listener = c->state == CMS_LISTEN;
 	if (c->state == CMS_ESTABLISHED) {
 		struct cm_msg m = { .type = MSG_DREQ };
 
@@ -579,23 +609,18 @@ SR_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 	id_unlink(c);
 	/* connections accepted by a listener that goes away lose their parent;
 	 * those whose REQ has not even arrived die with it */
-	for (struct cm_id **pp = &all_ids; *pp;) {
-		struct cm_id *child = *pp;
-
-		if (child->listen != c) {
-			pp = &child->all_next;
+	for (struct cm_id *child = listener ? all_ids : NULL, *next; child; child = next) {
+		next = child->all_next;
+		if (child->listen != c)
 			continue;
-		}
 		child->listen = NULL;
 		if (child->state == CMS_REQ_WAIT) {
-			*pp = child->all_next;
+			id_unlink(child);
 			id_close_fd(child);
 			child->magic = 0;
 			softrdma_internal_count(SR_K_CM_ID, -1);
 			free(child);
-			continue;
 		}
-		pp = &child->all_next;
 	}
 	c->magic = 0;
 	if (c->sync)
@@ -746,8 +771,9 @@ static int gid_index_of(const union ibv_gid *gid)
 	return 0;
 }
 
-/* cm_lock held: a TCP socket bound to addr gives port semantics */
-static int bind_socket(struct cm_id *c, const struct sockaddr *addr)
+/* cm_lock held: a TCP socket bound to addr gives port semantics; no_port: the ephemeral port is
+ * chosen by connect() (IP_BIND_ADDRESS_NO_PORT) */
+static int bind_socket(struct cm_id *c, const struct sockaddr *addr, bool no_port)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
@@ -766,6 +792,14 @@ static int bind_socket(struct cm_id *c, const struct sockaddr *addr)
 	 * listeners on one address and port still get EADDRINUSE.
 	 */
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	/*
+	 * An explicit bind to port 0 makes the kernel check the new port against
+	 * every socket bound on the address (O(n): with 10 000 connections open it
+	 * was most of the set-up time); an active side's port only matters once
+	 * it connects, and connect() picks one by its 4-tuple hash.
+	 */
+	if (no_port)
+		setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
 	if (addr->sa_family == AF_INET6) {
 		int v6only = c->afonly;
 
@@ -799,7 +833,7 @@ SR_EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 		errno = EINVAL;
 		return -1;
 	}
-	ret = bind_socket(c, addr);
+	ret = bind_socket(c, addr, false);
 	if (!ret) {
 		set_state(c, CMS_BOUND);
 		/* a specific address belongs to the device; the wildcard to none yet */
@@ -845,7 +879,7 @@ SR_EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr
 		} else {
 			((struct sockaddr_in6 *)&src)->sin6_port = 0;
 		}
-		ok = !bind_socket(c, (struct sockaddr *)&src);
+		ok = !bind_socket(c, (struct sockaddr *)&src, true);
 	}
 	set_state(c, CMS_ADDR_QUERY);
 	if (ok) {
@@ -895,7 +929,7 @@ SR_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 	if (c->state == CMS_IDLE) {
 		struct sockaddr_in any = { .sin_family = AF_INET };
 
-		if (bind_socket(c, (struct sockaddr *)&any)) {
+		if (bind_socket(c, (struct sockaddr *)&any, false)) {
 			pthread_mutex_unlock(&cm_lock);
 			return -1;
 		}
@@ -906,6 +940,7 @@ SR_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 		errno = c->state != CMS_BOUND ? EINVAL : errno;
 		return -1;
 	}
+	fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
 	ev.data.u64 = c->serial;
 	epoll_ctl(cm_ep, EPOLL_CTL_ADD, c->fd, &ev);
 	c->in_epoll = true;
@@ -1254,7 +1289,7 @@ SR_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_p
 		return sync_wait(c, RDMA_CM_EVENT_ESTABLISHED);
 	}
 	set_state(c, CMS_CONNECTING);
-	c->deadline_ns = now_ns_cm() + CONNECT_TIMEOUT_MS * 1000000ull;
+	c->deadline_ns = sr_clock_ns() + CONNECT_TIMEOUT_MS * 1000000ull;
 	ev.data.u64 = c->serial;
 	epoll_ctl(cm_ep, EPOLL_CTL_ADD, c->fd, &ev);
 	c->in_epoll = true;
@@ -1430,7 +1465,7 @@ static void on_connected(struct cm_id *c)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = c->serial };
 	struct cm_msg m;
-	int err = 0, fl;
+	int err = 0;
 	socklen_t len = sizeof(err);
 
 	getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
@@ -1440,24 +1475,22 @@ static void on_connected(struct cm_id *c)
 		queue_event(c, RDMA_CM_EVENT_UNREACHABLE, -err, NULL, NULL, 0);
 		return;
 	}
-	fl = fcntl(c->fd, F_GETFL);
-	fcntl(c->fd, F_SETFL, fl & ~O_NONBLOCK);
+	/* the source port is known now (resolve_addr may have left it to connect) */
+	len = sizeof(c->id.route.addr.src_storage);
+	getsockname(c->fd, &c->id.route.addr.src_addr, &len);
 	epoll_ctl(cm_ep, EPOLL_CTL_MOD, c->fd, &ev);
 	fill_msg(c, &m, MSG_REQ);
 	send_msg(c, &m);
 	set_state(c, CMS_REQ_SENT);
 }
 
-static void on_accept(struct cm_id *l)
+static void accept_one(struct cm_id *l, int fd)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
 	struct cm_id *c;
-	struct timeval tv = { .tv_sec = 5 };
-	int fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC), one = 1;
+	int one = 1;
 	socklen_t len;
 
-	if (fd < 0)
-		return;
 	c = id_new(l->id.channel, l->id.context, l->id.ps, l->id.qp_type);
 	if (!c) {
 		close(fd);
@@ -1469,7 +1502,8 @@ static void on_accept(struct cm_id *l)
 	c->unclaimed = true;
 	c->fd = fd;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	/* a connection whose REQ does not arrive in time is dropped (check_timeouts) */
+	c->deadline_ns = sr_clock_ns() + CONNECT_TIMEOUT_MS * 1000000ull;
 	len = sizeof(c->id.route.addr.src_storage);
 	getsockname(fd, &c->id.route.addr.src_addr, &len);
 	len = sizeof(c->id.route.addr.dst_storage);
@@ -1481,6 +1515,18 @@ static void on_accept(struct cm_id *l)
 	ev.data.u64 = c->serial;
 	epoll_ctl(cm_ep, EPOLL_CTL_ADD, fd, &ev);
 	c->in_epoll = true;
+}
+
+/* a burst of connects is taken in one go; the listening socket is non-blocking */
+static void on_accept(struct cm_id *l)
+{
+	for (int i = 0; i < 64; i++) {
+		int fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+		if (fd < 0)
+			return;
+		accept_one(l, fd);
+	}
 }
 
 /* the CM connection ended or broke */
@@ -1621,25 +1667,63 @@ static void on_msg(struct cm_id *c, struct cm_msg *m)
 	cm_dbg("id %p: unexpected CM message %d in %s", (void *)c, m->type, cm_state_name[c->state]);
 }
 
-/* a TCP connect that never completes is an unreachable peer */
+/* a TCP connect that never completes is an unreachable peer; an accepted
+ * connection whose REQ never (fully) arrives is dropped */
 static void check_timeouts(uint64_t now)
 {
-	for (struct cm_id *c = all_ids; c; c = c->all_next) {
+	for (struct cm_id *c = all_ids, *next; c; c = next) {
+		next = c->all_next;
 		if (c->state == CMS_CONNECTING && now > c->deadline_ns) {
 			set_state(c, CMS_ERROR);
 			id_close_fd(c);
 			queue_event(c, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, NULL, NULL, 0);
+		} else if (c->state == CMS_REQ_WAIT && now > c->deadline_ns) {
+			cm_dbg("id %p: no REQ within %d ms", (void *)c, CONNECT_TIMEOUT_MS);
+			on_lost(c);
 		}
 	}
 }
 
+/* cm_lock held: take what the socket has; each complete message goes to on_msg */
+static void on_readable(struct cm_id *c)
+{
+	uint64_t serial = c->serial;
+
+	for (;;) {
+		ssize_t r = recv(c->fd, c->rbuf + c->rlen, sizeof(c->rbuf) - c->rlen, MSG_DONTWAIT);
+		struct cm_msg m;
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && errno == EAGAIN)
+			return;
+		if (r <= 0) {
+			on_lost(c);
+			return;
+		}
+		c->rlen += (size_t)r;
+		if (c->rlen < sizeof(m))
+			continue;
+		memcpy(&m, c->rbuf, sizeof(m));
+		c->rlen = 0;
+		on_msg(c, &m);
+		/* the message may have ended the connection or the id */
+		if (id_by_serial(serial) != c || c->fd < 0)
+			return;
+	}
+}
+
+#define CM_TICK_MS 100
+
 static void *cm_thread(void *arg)
 {
-	struct epoll_event evs[32];
+	struct epoll_event evs[64];
+	uint64_t next_check = 0;
 
 	(void)arg;
 	for (;;) {
-		int n = epoll_wait(cm_ep, evs, 32, 1000);
+		int n = epoll_wait(cm_ep, evs, 64, CM_TICK_MS);
+		uint64_t now;
 
 		pthread_mutex_lock(&cm_lock);
 		for (int i = 0; i < n; i++) {
@@ -1648,21 +1732,18 @@ static void *cm_thread(void *arg)
 
 			if (!c || c->fd < 0)
 				continue;
-			if (c->state == CMS_LISTEN) {
+			if (c->state == CMS_LISTEN)
 				on_accept(c);
-			} else if (c->state == CMS_CONNECTING) {
+			else if (c->state == CMS_CONNECTING)
 				on_connected(c);
-			} else {
-				struct cm_msg m;
-				ssize_t r = recv(c->fd, &m, sizeof(m), MSG_WAITALL);
-
-				if (r != sizeof(m))
-					on_lost(c);
-				else
-					on_msg(c, &m);
-			}
+			else
+				on_readable(c);
 		}
-		check_timeouts(now_ns_cm());
+		now = sr_clock_ns();
+		if (now >= next_check) {
+			check_timeouts(now);
+			next_check = now + CM_TICK_MS * 1000000ull;
+		}
 		pthread_mutex_unlock(&cm_lock);
 	}
 	return NULL;

@@ -263,13 +263,19 @@ void sr_comp_timer(struct sr_qp *qp, uint64_t now)
 }
 
 /*
- * The peer's process is gone (its TCP stream ended): what is outstanding can
+ * The peer's process is gone (its stream ended): what is outstanding can
  * never be acknowledged, which on a real fabric ends as "retry exceeded".
+ * A QP with nothing outstanding is left alone, as on a fabric, where a dead
+ * peer shows only when the QP next sends (the send then fails at once here):
+ * its posted receives stay, and completions the application is still
+ * reaping (the peer's last messages, the ACK of our last SEND) are not
+ * followed by flushed receives it did not expect (ibv_rc_pingpong's server).
  */
 void sr_comp_peer_lost(struct sr_qp *qp)
 {
 	pthread_mutex_lock(&qp->lock);
-	if (qp->magic == SR_MAGIC_QP && qp->ibv.state >= IBV_QPS_RTR && qp->ibv.state != IBV_QPS_ERR) {
+	if (qp->magic == SR_MAGIC_QP && qp->ibv.state >= IBV_QPS_RTR && qp->ibv.state != IBV_QPS_ERR &&
+	    qp->sq_head != qp->sq_tail) {
 		sr_dbg("qp 0x%x: peer lost", qp->ibv.qp_num);
 		if (qp->sq_head != qp->sq_tail)
 			sr_qp_complete_send(qp, IBV_WC_RETRY_EXC_ERR);

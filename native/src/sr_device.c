@@ -2,6 +2,7 @@
 /* Device list, contexts, attribute queries, async events, object counts. */
 #define _GNU_SOURCE
 #include "sr.h"
+#include "sr_util.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -49,19 +50,12 @@ static void dump_on_exit(void)
 
 uint64_t sr_now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return sr_clock_ns();
 }
 
 uint64_t sr_random64(void)
 {
-	uint64_t v = 0;
-
-	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
-		v = sr_now_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
-	return v;
+	return sr_entropy64();
 }
 
 /* ---- GID table: the host's addresses, IPv4 as ::ffff:a.b.c.d (RoCE v2) --- */

@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include "sr.h"
+#include "sr_shm.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -31,8 +32,10 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 
 #define RBUF_SIZE      (64 * 1024)
@@ -64,10 +67,18 @@ struct sr_conn {
 	struct sr_hdr pending_ack;
 	struct sr_conn *_Atomic all_next; /* live list; kept intact when unlinked */
 	struct sr_conn *dead_next;
+	/* same-host wire: fd is the Unix socket of the hand-over (watched for the peer's exit),
+	 * the messages go through the rings */
+	bool is_unix;
+	atomic_bool shm_ready;          /* rings mapped (set once, under rlock) */
+	atomic_bool peer_gone;          /* stops threads waiting on the rings */
+	struct sr_shm shm;
 };
 
 static uint32_t my_inst;
-static int listen_fd = -1, ep_fd = -1, wake_fd = -1, reg_fd = -1;
+static int listen_fd = -1, ep_fd = -1, wake_fd = -1, reg_fd = -1, unix_fd = -1;
+static dev_t rundir_dev;
+static ino_t rundir_ino;
 static uint16_t my_port;
 static char rundir[256];
 static pthread_once_t net_once = PTHREAD_ONCE_INIT;
@@ -81,6 +92,7 @@ static struct sr_conn *dead_conns;
 /* last time a thread polled the sockets itself (poll_cq on an empty CQ) */
 static _Atomic uint64_t last_poll_ns;
 #define POLL_PARK_NS 200000ull
+static atomic_int tcp_parked;           /* TCP connections with EPOLLIN off (progress thread) */
 
 /* set in the progress thread and while a polling thread runs the input path:
  * such threads never block on a full socket */
@@ -103,12 +115,109 @@ static int wait_fd(int fd, short ev)
 	return n == 1 ? 0 : -1;
 }
 
+static bool queue_empty(struct sr_conn *c);
+static void writer_release(struct sr_conn *c, bool blocking);
+
+/*
+ * A reader inside a message waits for its rest, possibly holding the QP's
+ * lock (the completer copies a READ response out). Meanwhile the output this
+ * process queued for any connection goes out: the peer may need it before it
+ * can send the rest, e.g. when two connections join the same two instances
+ * (both connected at once) and each side's reader waits on a different one
+ * while the other side's threads wait for the QP lock. Returns whether some
+ * output is still queued (the caller then waits in short slices).
+ */
+static bool flush_all_pending(void)
+{
+	bool left = false;
+
+	for (struct sr_conn *c = atomic_load(&all_conns); c; c = c->all_next) {
+		if (atomic_load_explicit(&c->dead, memory_order_relaxed) || queue_empty(c))
+			continue;
+		if (!pthread_mutex_trylock(&c->wlock))
+			writer_release(c, false);
+		left |= !queue_empty(c);
+	}
+	return left;
+}
+
+/* the rest of a message from a socket: POLLIN, or IO_TIMEOUT_MS without any */
+static int wait_input(int fd)
+{
+	uint64_t end = sr_now_ns() + IO_TIMEOUT_MS * 1000000ull;
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	for (;;) {
+		int n = poll(&p, 1, flush_all_pending() ? 1 : 20);
+
+		if (n == 1)
+			return 0;
+		if ((n < 0 && errno != EINTR) || sr_now_ns() >= end)
+			return -1;
+	}
+}
+
+/* a connection can no longer be used; threads waiting on its rings give up */
+static void mark_dead(struct sr_conn *c)
+{
+	atomic_store(&c->dead, true);
+	if (c->is_unix) {
+		atomic_store(&c->peer_gone, true);
+		if (atomic_load(&c->shm_ready))
+			sr_shm_wake_local(&c->shm);
+	}
+}
+
+/* the rest of a message from the rings (waits, as a socket read would, while the peer writes it) */
+static int shm_read(struct sr_conn *c, uint8_t *d, size_t len)
+{
+	uint32_t unreleased = 0;
+
+	while (len) {
+		uint32_t a, n;
+
+		if (c->fd < 0 || !atomic_load_explicit(&c->shm_ready, memory_order_acquire))
+			return -1;
+		a = sr_shm_rx_avail(&c->shm);
+		if (!a) {
+			uint64_t end = sr_now_ns() + IO_TIMEOUT_MS * 1000000ull;
+			int r;
+
+			sr_shm_rx_release(&c->shm);
+			unreleased = 0;
+			do {
+				/* our queued output may be what the peer needs before it can go on */
+				bool q = flush_all_pending();
+
+				r = sr_shm_wait_data(&c->shm, q ? 1 : 20, q ? 1 : 20, &c->peer_gone);
+			} while (r && !atomic_load(&c->peer_gone) && sr_now_ns() < end);
+			if (r)
+				return -1;
+			continue;
+		}
+		n = a < len ? a : (uint32_t)len;
+		sr_shm_rx_get(&c->shm, d, n);
+		len -= n;
+		if (d)
+			d += n;
+		/* a large payload: let the writer refill behind us */
+		unreleased += n;
+		if (unreleased >= SR_SHM_RING / 8) {
+			sr_shm_rx_release(&c->shm);
+			unreleased = 0;
+		}
+	}
+	return 0;
+}
+
 /* read exactly len bytes of the current message from the connection */
 static int conn_read(struct sr_conn *c, void *dst, size_t len)
 {
 	uint8_t *d = dst;
 	size_t avail = c->rend - c->rpos;
 
+	if (c->is_unix)
+		return shm_read(c, dst, len);
 	if (c->fd < 0)
 		return -1;
 	if (avail) {
@@ -136,7 +245,7 @@ static int conn_read(struct sr_conn *c, void *dst, size_t len)
 			if (d)
 				d += n;
 		} else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-			if (errno == EAGAIN && wait_fd(c->fd, POLLIN))
+			if (errno == EAGAIN && wait_input(c->fd))
 				return -1;
 		} else {
 			return -1;
@@ -205,6 +314,15 @@ static void arm_out(struct sr_conn *c, bool on)
 	struct epoll_event ev = { .events = (c->parked ? 0 : EPOLLIN) | (on ? EPOLLOUT : 0),
 				  .data.ptr = c };
 
+	if (c->is_unix) {
+		uint64_t one = 1;
+
+		/* woken when the peer frees space; if there is some already, wake ourselves */
+		if (on && c->fd >= 0 && sr_shm_arm_tx(&c->shm) &&
+		    write(c->shm.my_efd, &one, sizeof(one)) < 0)
+			sr_dbg("wakeup lost");
+		return;
+	}
 	if (c->out_armed == on || c->fd < 0)
 		return;
 	c->out_armed = on;
@@ -223,7 +341,7 @@ static void enqueue(struct sr_conn *c, const struct iovec *iov, int cnt, size_t 
 	p = malloc(sizeof(*p) + total);
 	if (!p) {
 		/* the progress thread sees the hang-up and errors the QPs */
-		atomic_store(&c->dead, true);
+		mark_dead(c);
 		shutdown(c->fd, SHUT_RDWR);
 		return;
 	}
@@ -252,10 +370,69 @@ static void enqueue(struct sr_conn *c, const struct iovec *iov, int cnt, size_t 
 	pthread_mutex_unlock(&c->qlock);
 }
 
+#define SHM_CHUNK (64 * 1024) /* a large message is published piecewise: the reader copies along */
+
+/* wlock held: as send_iov, into the ring */
+static ssize_t shm_send_iov(struct sr_conn *c, struct iovec *iov, int cnt, bool blocking)
+{
+	size_t done = 0, left = 0, unpub = 0;
+
+	if (c->fd < 0 || !atomic_load(&c->shm_ready))
+		return -1;
+	for (int i = 0; i < cnt; i++)
+		left += iov[i].iov_len;
+	while (cnt) {
+		uint32_t space;
+		size_t n;
+
+		if (!iov->iov_len) {
+			iov++;
+			cnt--;
+			continue;
+		}
+		space = sr_shm_tx_space(&c->shm);
+		if (!space) {
+			if (unpub) {
+				sr_shm_tx_publish(&c->shm);
+				unpub = 0;
+			}
+			if (!blocking)
+				break;
+			if (sr_shm_wait_space(&c->shm, left < SR_SHM_RING / 4 ? (uint32_t)left : SR_SHM_RING / 4,
+					      IO_TIMEOUT_MS, &c->peer_gone)) {
+				/* the stream is cut inside a message: both sides' progress threads see
+				 * the socket end and error the QPs */
+				shutdown(c->fd, SHUT_RDWR);
+				return -1;
+			}
+			continue;
+		}
+		n = iov->iov_len < space ? iov->iov_len : space;
+		if (n > SHM_CHUNK)
+			n = SHM_CHUNK;
+		sr_shm_tx_put(&c->shm, iov->iov_base, n);
+		done += n;
+		left -= n;
+		unpub += n;
+		iov->iov_base = (uint8_t *)iov->iov_base + n;
+		iov->iov_len -= n;
+		if (unpub >= SHM_CHUNK) {
+			sr_shm_tx_publish(&c->shm);
+			unpub = 0;
+		}
+	}
+	if (unpub)
+		sr_shm_tx_publish(&c->shm);
+	return (ssize_t)done;
+}
+
 /* wlock held; returns bytes written, -1 on a dead connection */
 static ssize_t send_iov(struct sr_conn *c, struct iovec *iov, int cnt, bool blocking)
 {
 	size_t done = 0;
+
+	if (c->is_unix)
+		return shm_send_iov(c, iov, cnt, blocking);
 
 	while (cnt) {
 		struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)cnt };
@@ -305,7 +482,7 @@ static bool flush_pending(struct sr_conn *c, bool blocking)
 		v.iov_len = p->len - p->off;
 		n = send_iov(c, &v, 1, blocking);
 		if (n < 0) {
-			atomic_store(&c->dead, true);
+			mark_dead(c);
 			return true;
 		}
 		p->off += (size_t)n;
@@ -375,7 +552,7 @@ static int conn_sendv(struct sr_conn *c, struct iovec *v, int cnt)
 	}
 	n = send_iov(c, v, cnt, blocking);
 	if (n < 0) {
-		atomic_store(&c->dead, true);
+		mark_dead(c);
 		pthread_mutex_unlock(&c->wlock);
 		return -1;
 	}
@@ -449,6 +626,15 @@ static int claim_instance(void)
 	}
 	if (mkdir(rundir, 0700) && errno != EEXIST)
 		return -1;
+	{
+		struct stat st;
+
+		/* names the same-host wire's sockets: instances of another registry never meet there */
+		if (stat(rundir, &st))
+			return -1;
+		rundir_dev = st.st_dev;
+		rundir_ino = st.st_ino;
+	}
 	for (uint32_t id = 1; id <= SR_MAX_INSTANCES; id++) {
 		int fd, len;
 
@@ -484,8 +670,8 @@ static int claim_instance(void)
 	return -1;
 }
 
-/* the TCP port of a live instance; -1 if the entry is missing, malformed or stale */
-static int registry_port(uint32_t inst)
+/* the TCP port (and pid) of a live instance; -1 if the entry is missing, malformed or stale */
+static int registry_port(uint32_t inst, int *pid_out)
 {
 	char path[300], buf[64] = "";
 	int fd, pid = 0;
@@ -507,6 +693,7 @@ static int registry_port(uint32_t inst)
 	if (n <= 0 || sscanf(buf, "%d %u", &pid, &port) != 2 || pid <= 0 || port == 0 ||
 	    port > 65535)
 		return -1;
+	*pid_out = pid;
 	return (int)port;
 }
 
@@ -524,6 +711,7 @@ static struct sr_conn *conn_new(int fd)
 		return NULL;
 	}
 	c->fd = fd;
+	c->shm.my_efd = c->shm.peer_efd = -1;
 	pthread_mutex_init(&c->rlock, NULL);
 	pthread_mutex_init(&c->wlock, NULL);
 	pthread_mutex_init(&c->qlock, NULL);
@@ -554,7 +742,7 @@ static void conn_kill(struct sr_conn *c, const char *why)
 	struct lost_arg a;
 	struct sr_pending *p;
 
-	atomic_store(&c->dead, true);
+	mark_dead(c);
 	pthread_mutex_lock(&conn_lock);
 	if (c->killed) {
 		pthread_mutex_unlock(&conn_lock);
@@ -571,6 +759,10 @@ static void conn_kill(struct sr_conn *c, const char *why)
 	}
 	c->dead_next = dead_conns;
 	dead_conns = c;
+	if (c->parked) {
+		c->parked = false;
+		atomic_fetch_sub(&tcp_parked, 1);
+	}
 	pthread_mutex_unlock(&conn_lock);
 	sr_dbg("connection to instance %u closed: %s", c->remote_inst, why);
 	if (c->fd >= 0) {
@@ -581,6 +773,13 @@ static void conn_kill(struct sr_conn *c, const char *why)
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
+	if (c->is_unix) {
+		/* both roles are ours: nobody is inside the rings */
+		if (c->shm.my_efd >= 0)
+			epoll_ctl(ep_fd, EPOLL_CTL_DEL, c->shm.my_efd, NULL);
+		atomic_store(&c->shm_ready, false);
+		sr_shm_detach(&c->shm);
+	}
 	/* the caller holds rlock: nobody reads the buffer any more */
 	free(c->rbuf);
 	c->rbuf = NULL;
@@ -643,6 +842,141 @@ static int connect_to(const union ibv_gid *gid, int port)
 	return fd;
 }
 
+/* ---- same-host connections ---------------------------------------------------------- */
+/*
+ * Each instance listens on an abstract Unix socket named after the registry
+ * directory (device and inode) and its id. Abstract names belong to a network
+ * namespace, so only instances of one host and one namespace meet there;
+ * the others, and any failure of the hand-over, use TCP.
+ */
+static socklen_t shm_addr(struct sockaddr_un *a, uint32_t inst)
+{
+	int n;
+
+	memset(a, 0, sizeof(*a));
+	a->sun_family = AF_UNIX;
+	n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "softrdma/%llx:%llx/%u",
+		     (unsigned long long)rundir_dev, (unsigned long long)rundir_ino, inst);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+/* the process at the other end is the one that holds the instance's registry entry */
+static bool peer_is(int fd, int pid)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+
+	return !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) && cr.pid == pid &&
+	       cr.uid == getuid();
+}
+
+/* rlock held (or c not reachable yet): the rings are in place */
+static void shm_publish(struct sr_conn *c, uint32_t inst)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	c->remote_inst = inst;
+	c->hello_done = true;
+	atomic_store_explicit(&c->shm_ready, true, memory_order_release);
+	pthread_mutex_lock(&conn_lock);
+	if (!conn_by_inst[inst] || atomic_load(&conn_by_inst[inst]->dead))
+		conn_by_inst[inst] = c;
+	pthread_mutex_unlock(&conn_lock);
+	ev.data.u64 = (uint64_t)(uintptr_t)c | 1; /* the ring's wakeups */
+	epoll_ctl(ep_fd, EPOLL_CTL_ADD, c->shm.my_efd, &ev);
+}
+
+static struct sr_conn *shm_connect(uint32_t inst, int pid)
+{
+	struct sockaddr_un a;
+	socklen_t alen = shm_addr(&a, inst);
+	struct sr_hdr h = { .magic = SR_WIRE_MAGIC, .op = SR_OP_HELLO, .syndrome = my_inst,
+			    .dst_qpn = inst };
+	struct sr_hdr r;
+	struct sr_shm s = { .my_efd = -1, .peer_efd = -1 };
+	struct pollfd pfd = { .events = POLLIN };
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+	struct sr_conn *c;
+	int fd, memfd = -1, fds[2], nfds = 1;
+
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return NULL;
+	if (connect(fd, (struct sockaddr *)&a, alen) || !peer_is(fd, pid))
+		goto fail;
+	if (sr_shm_create(&s, &memfd))
+		goto fail;
+	s.my_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	fds[0] = memfd;
+	fds[1] = s.my_efd;
+	if (s.my_efd < 0 || sr_shm_send_fds(fd, &h, sizeof(h), fds, 2))
+		goto fail;
+	pfd.fd = fd;
+	if (poll(&pfd, 1, CONNECT_TIMEOUT_MS) != 1 ||
+	    sr_shm_recv_fds(fd, &r, sizeof(r), &s.peer_efd, &nfds) != sizeof(r) || nfds != 1 ||
+	    r.magic != SR_WIRE_MAGIC || r.op != SR_OP_HELLO || r.syndrome != inst)
+		goto fail;
+	close(memfd);
+	memfd = -1;
+	c = conn_new(fd);
+	if (!c)
+		goto fail;
+	c->is_unix = true;
+	pthread_mutex_lock(&c->rlock);
+	c->shm = s;
+	shm_publish(c, inst);
+	pthread_mutex_unlock(&c->rlock);
+	ev.data.ptr = c;
+	epoll_ctl(ep_fd, EPOLL_CTL_ADD, fd, &ev);
+	sr_dbg("connected to instance %u (shared memory)", inst);
+	return c;
+fail:
+	sr_dbg("instance %u: no shared-memory wire (%s), using TCP", inst, strerror(errno));
+	if (memfd >= 0)
+		close(memfd);
+	sr_shm_detach(&s);
+	if (s.map)
+		munmap(s.map, s.map_len);
+	close(fd);
+	return NULL;
+}
+
+/* progress thread, rlock held: the connecting instance hands its rings over */
+static void shm_accept_hello(struct sr_conn *c)
+{
+	struct sr_hdr h, r = { .magic = SR_WIRE_MAGIC, .op = SR_OP_HELLO, .syndrome = my_inst };
+	int fds[2], nfds = 2, pid = 0;
+	ssize_t n = sr_shm_recv_fds(c->fd, &h, sizeof(h), fds, &nfds);
+	const char *why = "bad handshake";
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n != sizeof(h) || nfds != 2 || h.magic != SR_WIRE_MAGIC || h.op != SR_OP_HELLO ||
+	    h.dst_qpn != my_inst || h.syndrome == 0 || h.syndrome > SR_MAX_INSTANCES)
+		goto fail;
+	why = "handshake from a process that does not hold the instance's registry entry";
+	if (registry_port(h.syndrome, &pid) < 0 || !peer_is(c->fd, pid))
+		goto fail;
+	why = "cannot map the peer's rings";
+	if (sr_shm_attach(&c->shm, fds[0]))
+		goto fail;
+	close(fds[0]);
+	fds[0] = -1;
+	c->shm.peer_efd = fds[1];
+	fds[1] = -1;
+	c->shm.my_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (c->shm.my_efd < 0 || sr_shm_send_fds(c->fd, &r, sizeof(r), &c->shm.my_efd, 1))
+		goto fail;
+	shm_publish(c, h.syndrome);
+	sr_dbg("instance %u connected (shared memory)", h.syndrome);
+	return;
+fail:
+	for (int i = 0; i < nfds; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	conn_kill(c, why);
+}
+
 /* find or open the connection to an instance; the GID names its address */
 static struct sr_conn *conn_get(uint32_t inst, const union ibv_gid *gid)
 {
@@ -651,7 +985,7 @@ static struct sr_conn *conn_get(uint32_t inst, const union ibv_gid *gid)
 	struct sr_hdr r;
 	struct epoll_event ev;
 	struct pollfd pfd = { .events = POLLIN };
-	int port, fd;
+	int port, fd, pid;
 
 	if (inst == 0 || inst > SR_MAX_INSTANCES)
 		return NULL;
@@ -660,10 +994,16 @@ static struct sr_conn *conn_get(uint32_t inst, const union ibv_gid *gid)
 	pthread_mutex_unlock(&conn_lock);
 	if (c && !atomic_load(&c->dead))
 		return c;
-	port = registry_port(inst);
+	port = registry_port(inst, &pid);
 	if (port < 0) {
 		sr_dbg("instance %u is not registered in %s", inst, rundir);
 		return NULL;
+	}
+	/* an address of this host and namespace: the peer may be reachable through shared memory */
+	if (unix_fd >= 0 && sr_gid_is_local(gid)) {
+		c = shm_connect(inst, pid);
+		if (c)
+			return c;
 	}
 	fd = connect_to(gid, port);
 	if (fd < 0) {
@@ -707,13 +1047,21 @@ static struct sr_conn *conn_get(uint32_t inst, const union ibv_gid *gid)
 	return c;
 }
 
+/*
+ * RTR: the QP takes the connection to its peer's instance if there is one; a
+ * new connection is opened by the first send (in the posting thread), never
+ * here: modify_qp runs under rdma_cm's lock, where no handshake may wait.
+ */
 void sr_net_qp_connect(struct sr_qp *qp)
 {
 	pthread_mutex_lock(&qp->send_lock);
 	qp->remote_inst = qp->attr.dest_qp_num >> SR_QPN_INDEX_BITS;
 	qp->conn = NULL;
-	if (qp->remote_inst != my_inst)
-		qp->conn = conn_get(qp->remote_inst, &qp->attr.ah_attr.grh.dgid);
+	if (qp->remote_inst != my_inst && qp->remote_inst <= SR_MAX_INSTANCES) {
+		pthread_mutex_lock(&conn_lock);
+		qp->conn = conn_by_inst[qp->remote_inst];
+		pthread_mutex_unlock(&conn_lock);
+	}
 	pthread_mutex_unlock(&qp->send_lock);
 }
 
@@ -787,10 +1135,26 @@ void sr_net_reply(struct sr_conn *conn, struct sr_hdr *h, const struct iovec *io
 	conn_send(conn, h, iov, iovcnt);
 }
 
-/* a thread armed a CQ and is about to sleep: the progress thread must receive again */
+/*
+ * A thread armed a CQ and is about to sleep: the progress thread must receive
+ * again. The rings ask for wakeups right here, so the progress thread, which
+ * sleeps in epoll with the rings' eventfds in its set, need not be woken just
+ * to ask for them (one context switch less per blocking wait); parked TCP
+ * connections, or a ring that has a message already, still need it.
+ */
 void sr_net_stop_polling(void)
 {
-	if (atomic_exchange(&last_poll_ns, 0))
+	bool kick;
+
+	if (!atomic_exchange(&last_poll_ns, 0))
+		return;
+	kick = atomic_load(&tcp_parked) > 0;
+	for (struct sr_conn *c = atomic_load(&all_conns); c && !kick; c = c->all_next) {
+		if (c->is_unix && !atomic_load(&c->dead) && atomic_load(&c->shm_ready) &&
+		    sr_shm_arm_rx(&c->shm, sizeof(struct sr_hdr)))
+			kick = true;
+	}
+	if (kick)
 		sr_net_kick_timer();
 }
 
@@ -859,10 +1223,36 @@ static int handle_frame(struct sr_conn *c, struct sr_hdr *h)
 	return 0;
 }
 
+/* caller holds c->rlock: the messages in the rings, a bounded number per call */
+static int shm_input(struct sr_conn *c)
+{
+	int handled = 0;
+
+	if (!atomic_load_explicit(&c->shm_ready, memory_order_acquire))
+		return 0;
+	while (handled < 64 && !atomic_load(&c->dead) &&
+	       sr_shm_rx_avail(&c->shm) >= sizeof(struct sr_hdr)) {
+		struct sr_hdr h;
+
+		sr_shm_rx_get(&c->shm, &h, sizeof(h));
+		c->big = false;
+		if (handle_frame(c, &h))
+			return handled;
+		handled++;
+	}
+	if (atomic_load(&c->shm_ready))
+		sr_shm_rx_release(&c->shm);
+	flush_ack(c);
+	return handled;
+}
+
 /* caller holds c->rlock; returns the number of messages handled */
 static int conn_input(struct sr_conn *c)
 {
 	int handled = 0;
+
+	if (c->is_unix)
+		return shm_input(c);
 
 	/* a few rounds per call: a stream of large messages then costs no epoll
 	 * wakeup per message, and other connections still get their turn */
@@ -926,7 +1316,13 @@ int sr_net_poll(bool busy)
 	}
 	no_block = true;
 	for (; c; c = c->all_next) {
-		if (atomic_load_explicit(&c->dead, memory_order_relaxed) || pthread_mutex_trylock(&c->rlock))
+		if (atomic_load_explicit(&c->dead, memory_order_relaxed))
+			continue;
+		/* a ring with no message costs one load, not a system call */
+		if (c->is_unix && (!atomic_load_explicit(&c->shm_ready, memory_order_acquire) ||
+				   sr_shm_rx_avail(&c->shm) < sizeof(struct sr_hdr)))
+			continue;
+		if (pthread_mutex_trylock(&c->rlock))
 			continue;
 		handled += conn_input(c);
 		pthread_mutex_unlock(&c->rlock);
@@ -955,6 +1351,8 @@ static void set_parked(struct sr_conn *c, bool on)
 	struct epoll_event ev = { .events = (on ? 0 : EPOLLIN) | (c->out_armed ? EPOLLOUT : 0),
 				  .data.ptr = c };
 
+	if (c->parked != on)
+		atomic_fetch_add(&tcp_parked, on ? 1 : -1);
 	c->parked = on;
 	if (c->fd >= 0)
 		epoll_ctl(ep_fd, EPOLL_CTL_MOD, c->fd, &ev);
@@ -973,6 +1371,76 @@ static void unpark_all(void)
 		conn_input(c);
 		pthread_mutex_unlock(&c->rlock);
 	}
+}
+
+/* the progress thread's Unix socket of a same-host connection: the handshake, then only the
+ * peer's exit (EOF), after which the messages it left in the ring are still delivered */
+static void shm_socket_event(struct sr_conn *c)
+{
+	char b;
+	ssize_t n;
+
+	pthread_mutex_lock(&c->rlock);
+	if (c->fd < 0) {
+		pthread_mutex_unlock(&c->rlock);
+		return;
+	}
+	if (!c->hello_done) {
+		shm_accept_hello(c);
+		pthread_mutex_unlock(&c->rlock);
+		return;
+	}
+	n = recv(c->fd, &b, 1, MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+		pthread_mutex_unlock(&c->rlock);
+		return;
+	}
+	atomic_store(&c->peer_gone, true);
+	while (shm_input(c) > 0)
+		;
+	conn_kill(c, n == 0 ? "peer closed" : n > 0 ? "unexpected data on the hand-over socket" :
+		  strerror(errno));
+	pthread_mutex_unlock(&c->rlock);
+}
+
+/* the ring of a same-host connection signalled: space for queued output (input is read
+ * before the thread sleeps again, in shm_arm_all) */
+static void shm_wakeup(struct sr_conn *c)
+{
+	uint64_t v;
+
+	if (c->shm.my_efd < 0 || read(c->shm.my_efd, &v, sizeof(v)) < 0)
+		return;
+	if (!queue_empty(c) && !pthread_mutex_trylock(&c->wlock))
+		writer_release(c, false);
+}
+
+/*
+ * Before the progress thread sleeps: each ring asks for a wakeup, and what
+ * arrived meanwhile is handled. While threads busy-poll (they read the rings
+ * themselves) no ring asks, so the writers make no system call at all; the
+ * result says that the thread must look again after POLL_PARK_NS.
+ */
+static bool shm_arm_all(bool pollers)
+{
+	bool unarmed = false;
+
+	for (struct sr_conn *c = atomic_load(&all_conns); c; c = c->all_next) {
+		if (!c->is_unix || atomic_load(&c->dead) || !atomic_load(&c->shm_ready))
+			continue;
+		if (pollers) {
+			sr_shm_disarm_rx(&c->shm);
+			unarmed = true;
+			continue;
+		}
+		while (!atomic_load(&c->dead) && sr_shm_arm_rx(&c->shm, sizeof(struct sr_hdr))) {
+			sr_shm_disarm_rx(&c->shm);
+			pthread_mutex_lock(&c->rlock);
+			shm_input(c);
+			pthread_mutex_unlock(&c->rlock);
+		}
+	}
+	return unarmed;
 }
 
 static void *progress(void *unused)
@@ -999,7 +1467,8 @@ static void *progress(void *unused)
 			parked = 0;
 		}
 		wait_ns = next_scan - now;
-		if (parked && wait_ns > POLL_PARK_NS)
+		if ((shm_arm_all(now - atomic_load(&last_poll_ns) < POLL_PARK_NS) || parked) &&
+		    wait_ns > POLL_PARK_NS)
 			wait_ns = POLL_PARK_NS;
 		if (have_pwait2) {
 			struct timespec ts = { (time_t)(wait_ns / 1000000000ull), (long)(wait_ns % 1000000000ull) };
@@ -1015,7 +1484,26 @@ static void *progress(void *unused)
 		for (int i = 0; i < n; i++) {
 			struct sr_conn *c = evs[i].data.ptr;
 
-			if (!c) {
+			if (evs[i].data.u64 & 1) {
+				shm_wakeup((struct sr_conn *)(uintptr_t)(evs[i].data.u64 & ~1ull));
+			} else if (c == (void *)&unix_fd) {
+				int fd = accept4(unix_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+				if (fd >= 0) {
+					struct sr_conn *nc = conn_new(fd);
+					struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+
+					if (!nc) {
+						close(fd);
+						continue;
+					}
+					nc->is_unix = true;
+					ev.data.ptr = nc;
+					epoll_ctl(ep_fd, EPOLL_CTL_ADD, fd, &ev);
+				}
+			} else if (c && c != (void *)&wake_fd && c->is_unix) {
+				shm_socket_event(c);
+			} else if (!c) {
 				int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
 				if (fd >= 0) {
@@ -1068,6 +1556,23 @@ static void *progress(void *unused)
 	return NULL;
 }
 
+/* the same-host wire's listener; without it (any failure) peers reach us by TCP */
+static void unix_listen(void)
+{
+	struct sockaddr_un a;
+	socklen_t len = shm_addr(&a, my_inst);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+	if (fd < 0)
+		return;
+	if (bind(fd, (struct sockaddr *)&a, len) || listen(fd, 128)) {
+		sr_dbg("no shared-memory wire: %s", strerror(errno));
+		close(fd);
+		return;
+	}
+	unix_fd = fd;
+}
+
 static void net_init(void)
 {
 	struct sockaddr_storage ss;
@@ -1101,6 +1606,7 @@ static void net_init(void)
 			((struct sockaddr_in *)&ss)->sin_port);
 	if (claim_instance())
 		goto fail;
+	unix_listen();
 	ep_fd = epoll_create1(EPOLL_CLOEXEC);
 	wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (ep_fd < 0 || wake_fd < 0)
@@ -1110,6 +1616,10 @@ static void net_init(void)
 	epoll_ctl(ep_fd, EPOLL_CTL_ADD, listen_fd, &ev);
 	ev.data.ptr = &wake_fd;
 	epoll_ctl(ep_fd, EPOLL_CTL_ADD, wake_fd, &ev);
+	if (unix_fd >= 0) {
+		ev.data.ptr = &unix_fd;
+		epoll_ctl(ep_fd, EPOLL_CTL_ADD, unix_fd, &ev);
+	}
 	pthread_attr_init(&at);
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
 	if (pthread_create(&th, &at, progress, NULL))
@@ -1121,6 +1631,42 @@ fail:
 	net_err = errno ? errno : EIO;
 	fprintf(stderr, "softrdma: cannot start the device (registry %s): %s\n", rundir,
 		strerror(net_err));
+}
+
+/*
+ * exit(): a message handled by the progress thread may have produced a
+ * completion that the application saw, and exited on, before its ACK went out
+ * (the ACK follows the completion and is held until the end of a batch to be
+ * coalesced). On hardware the adapter answers regardless of the process; here
+ * the held ACKs and the queued output still leave, within a bound, before the
+ * process is gone (ibv_rc_pingpong's server saw its last SEND flushed).
+ */
+__attribute__((destructor)) static void net_exit(void)
+{
+	uint64_t end = sr_now_ns() + 200000000ull;
+
+	if (listen_fd < 0)
+		return;
+	no_block = true; /* a full peer must not hold the exit */
+	for (struct sr_conn *c = atomic_load(&all_conns); c; c = c->all_next) {
+		bool locked = false;
+
+		if (atomic_load(&c->dead))
+			continue;
+		/* whoever holds the reader role is inside a batch: its ACK goes out when it ends */
+		while (!(locked = !pthread_mutex_trylock(&c->rlock)) && sr_now_ns() < end)
+			usleep(50);
+		if (!locked)
+			continue;
+		flush_ack(c);
+		pthread_mutex_unlock(&c->rlock);
+		while (!queue_empty(c) && !atomic_load(&c->dead) && sr_now_ns() < end) {
+			if (!pthread_mutex_trylock(&c->wlock))
+				writer_release(c, false);
+			if (!queue_empty(c))
+				usleep(50);
+		}
+	}
 }
 
 int sr_net_start(void)

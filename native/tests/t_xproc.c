@@ -475,3 +475,77 @@ TEST(xproc_verbs_receiver_exits, 60) {
     close(down[0]);
     close(down[1]);
 }
+
+/*
+ * Both processes read 16 MiB from each other at once, in 8 MiB READs: every READ response is larger than
+ * the same-host wire's ring (2 MiB) and is written by the responder's input path, which never blocks, while
+ * that same path waits for the rest of the peer's response on the other ring. Neither side may wait for
+ * the other forever (each flushes its own queued output while it waits for input).
+ */
+struct rinfo {
+    struct vinfo v;
+    uint64_t addr;
+    uint32_t rkey, pad;
+};
+
+#define XREAD (16u << 20)
+
+static void reads_both_ways(struct dev *d, int in, int out, uint32_t my_seed, uint32_t peer_seed) {
+    struct ibv_pd *pd;
+    struct ibv_cq *cq;
+    struct ibv_qp *qp;
+    vqp(d, &pd, &cq, &qp);
+    uint8_t *src = xalloc(XREAD), *dst = xalloc(XREAD);
+    fill_pattern(src, XREAD, my_seed);
+    struct ibv_mr *smr = reg(pd, src, XREAD, LW | IBV_ACCESS_REMOTE_READ), *dmr = reg(pd, dst, XREAD, LW);
+    struct rinfo me = {{qp->qp_num, my_seed, d->gid}, (uintptr_t)src, smr->rkey, 0}, peer;
+    write_all(out, &me, sizeof me);
+    read_all(in, &peer, sizeof peer, TMO);
+    qp_to_rtr(qp, d, peer.v.qpn, peer.v.psn, 12);
+    qp_to_rts(qp, d, me.v.psn, 14, 7, 7);
+    char c = 'r';
+    write_all(out, &c, 1); /* both QPs are in RTS before either side reads */
+    read_all(in, &c, 1, TMO);
+    for (int i = 0; i < 2; i++)
+        post_send(qp, i, IBV_WR_RDMA_READ, dst + (size_t)i * (XREAD / 2), XREAD / 2, dmr->lkey, IBV_SEND_SIGNALED,
+                  0, peer.addr + (size_t)i * (XREAD / 2), peer.rkey);
+    for (int i = 0; i < 2; i++) {
+        struct ibv_wc wc = wait_wc(cq, 20000);
+        check_wc_ok(&wc, i, IBV_WC_RDMA_READ, qp->qp_num, XREAD / 2, 0, 0);
+    }
+    CHECK(check_pattern(dst, XREAD, peer_seed), "data read from the peer");
+    /* the peer may still be reading from us: stay until it is done */
+    write_all(out, &c, 1);
+    read_all(in, &c, 1, 30000);
+    CHECK_OK(ibv_destroy_qp(qp));
+    CHECK_OK(ibv_destroy_cq(cq));
+    dereg_pd(pd);
+    CHECK_OK(ibv_dealloc_pd(pd));
+}
+
+TEST(xproc_reads_both_ways, 90) {
+    int up[2], down[2];
+    CHECK_OK(pipe(up));
+    CHECK_OK(pipe(down));
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        sr_current = "peer";
+        struct dev d;
+        dev_open(&d);
+        reads_both_ways(&d, down[0], up[1], 77, 55);
+        dev_close(&d);
+        _exit(0);
+    }
+    struct dev d;
+    dev_open(&d);
+    reads_both_ways(&d, up[0], down[1], 55, 77);
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0, "peer failed (status 0x%x)", st);
+    dev_close(&d);
+    close(up[0]);
+    close(up[1]);
+    close(down[0]);
+    close(down[1]);
+}

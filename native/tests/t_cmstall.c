@@ -1,0 +1,109 @@
+/* rdma_cm under stalled peers: a peer that stops in the middle of the connection handshake holds up its own
+ * connection only. The stalled peers are plain TCP sockets that speak the first bytes of the software
+ * device's CM exchange and then nothing: the test runs on the software device only. */
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common.h"
+
+#define TMO 5000
+/* a connect that no stall holds up takes milliseconds; the old CM thread waited 5 s or forever */
+#define QUICK_MS 2000
+
+static struct rdma_conn_param stall_param(void) {
+    struct rdma_conn_param cp;
+    memset(&cp, 0, sizeof cp);
+    cp.responder_resources = 1;
+    cp.initiator_depth = 1;
+    cp.retry_count = 7;
+    cp.rnr_retry_count = 7;
+    return cp;
+}
+
+static int tcp_listener(uint16_t *port) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = test_sockaddr(0);
+    socklen_t len = sizeof sa;
+    CHECK(fd >= 0, "socket: %s", strerror(errno));
+    CHECK_OK(bind(fd, (struct sockaddr *)&sa, sizeof sa));
+    CHECK_OK(listen(fd, 4));
+    CHECK_OK(getsockname(fd, (struct sockaddr *)&sa, &len));
+    *port = ntohs(sa.sin_port);
+    return fd;
+}
+
+/*
+ * Both directions at once, in one process: (1) an rdma_connect to a "server" that answers the REQ with the
+ * first 10 bytes of a reply and then stalls; (2) a "client" that connects to a real listener and sends 10
+ * bytes of a request and stalls. A third connection, to the real listener, must still be set up at once,
+ * and the stalled ids can be destroyed without waiting.
+ */
+TEST(cm_stalled_peer_leaves_others_alone, 40) {
+    if (!sr_object_count) SKIP("the stalled peers speak the software device's CM wire");
+    struct rdma_event_channel *lec = cm_channel(), *sec = cm_channel(), *cec = cm_channel();
+    struct rdma_cm_id *listen;
+    uint16_t port = cm_listen(lec, &listen), fport;
+    struct qp_opts o;
+    qp_opts_default(&o);
+    struct rdma_conn_param cp = stall_param();
+
+    /* (1) the active side's handshake stalls inside the peer's REP */
+    int fl = tcp_listener(&fport);
+    struct rdma_cm_id *sid = cm_resolve(sec, test_addr(), fport);
+    struct ep s;
+    memset(&s, 0, sizeof s);
+    cm_ep_setup(&s, sid, sec, &o);
+    CHECK_OK(rdma_connect(sid, &cp));
+    CHECK(fd_readable(fl, TMO), "the stalled server got no connection");
+    int fs = accept(fl, NULL, NULL);
+    CHECK(fs >= 0, "accept: %s", strerror(errno));
+    char req[512];
+    CHECK(fd_readable(fs, TMO), "no REQ from rdma_connect");
+    CHECK(read(fs, req, sizeof req) > 0, "REQ");
+    CHECK(write(fs, req, 10) == 10, "partial reply");
+
+    /* (2) the passive side's handshake stalls inside a REQ */
+    int fc = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in la = test_sockaddr(port);
+    CHECK(fc >= 0 && connect(fc, (struct sockaddr *)&la, sizeof la) == 0, "connect to the listener");
+    CHECK(write(fc, req, 10) == 10, "partial request");
+    msleep(100); /* both stalls reach the CM thread first */
+
+    /* a real connection, unaffected */
+    double t0 = now_ms();
+    struct rdma_cm_id *cid = cm_resolve(cec, test_addr(), port);
+    struct ep a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    cm_ep_setup(&a, cid, cec, &o);
+    CHECK_OK(rdma_connect(cid, &cp));
+    struct rdma_cm_event *ev = cm_expect(lec, RDMA_CM_EVENT_CONNECT_REQUEST, QUICK_MS);
+    struct rdma_cm_id *pid = ev->id;
+    CHECK_OK(rdma_ack_cm_event(ev));
+    cm_ep_setup(&b, pid, lec, &o);
+    CHECK_OK(rdma_accept(pid, &cp));
+    CHECK_OK(rdma_ack_cm_event(cm_expect(cec, RDMA_CM_EVENT_ESTABLISHED, QUICK_MS)));
+    CHECK_OK(rdma_ack_cm_event(cm_expect(lec, RDMA_CM_EVENT_ESTABLISHED, QUICK_MS)));
+    double took = now_ms() - t0;
+    CHECK(took < QUICK_MS, "connection set-up took %.0f ms next to two stalled handshakes", took);
+    CHECK(cm_next(sec, 0) == NULL, "the stalled connect reported an event");
+
+    /* the stalled ids go away without waiting for their peers */
+    t0 = now_ms();
+    ep_destroy(&s);
+    CHECK_OK(rdma_destroy_id(sid));
+    CHECK(now_ms() - t0 < QUICK_MS, "destroying the stalled id took %.0f ms", now_ms() - t0);
+    ep_destroy(&a);
+    ep_destroy(&b);
+    CHECK_OK(rdma_destroy_id(cid));
+    CHECK_OK(rdma_destroy_id(pid));
+    CHECK_OK(rdma_destroy_id(listen));
+    close(fc);
+    close(fs);
+    close(fl);
+    rdma_destroy_event_channel(cec);
+    rdma_destroy_event_channel(sec);
+    rdma_destroy_event_channel(lec);
+}
