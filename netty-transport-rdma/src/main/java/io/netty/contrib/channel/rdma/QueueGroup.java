@@ -165,9 +165,17 @@ final class QueueGroup {
         posted--;
     }
 
-    /** A receive of this SRQ completed for a connection that is gone: it used one nobody held a credit for. */
+    /**
+     * A receive of this SRQ completed for a connection that is gone (or closing, beyond what it was granted): it
+     * used one its peer held no credit for, a surplus one if there is any, else one posted for another peer's
+     * credit, which is posted again.
+     */
     void orphaned() {
-        surplus = Math.max(0, surplus - 1);
+        if (surplus > 0) {
+            surplus--;
+        } else {
+            repost();
+        }
     }
 
     /** The connection is done with the bytes of {@code slot}. */

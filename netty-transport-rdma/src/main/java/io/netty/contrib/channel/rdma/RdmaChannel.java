@@ -618,6 +618,14 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
                 return;
             }
             peerGone = e instanceof IOException;
+            if (registerPromise != null) {
+                // Not established yet, so no handler of the application's is there to hear it: the accept fails.
+                ConnectException failed = new ConnectException("connection from " + remote + " failed before it was"
+                        + " established: " + e.getMessage());
+                failed.setStackTrace(new StackTraceElement[0]);
+                failConnect(failed);
+                return;
+            }
             pipeline().fireExceptionCaught(e);
             unsafe().close(unsafe().voidPromise());
         }

@@ -316,6 +316,10 @@ final class RdmaConnection implements ReceiveRing.Owner {
         int slot = WrId.slot(wcs.wrId(i));
         group.address(slot);
         group.release(slot);
+        if (!credits.dropped()) {
+            // A flood beyond the grant took receives posted for other peers: give them back.
+            group.orphaned();
+        }
     }
 
     /** The slot of a message is free again; its credit is owed to the peer. */

@@ -27,6 +27,7 @@ import java.util.ArrayDeque;
  */
 public final class RdmaServerChannel extends AbstractServerChannel implements ServerSocketChannel {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaServerChannel.class);
+    private final RefusalLog refusals = new RefusalLog(logger);
 
     private final RdmaServerChannelConfig config = new RdmaServerChannelConfig(this);
     private final ArrayDeque<RdmaChannel> accepted = new ArrayDeque<>();
@@ -153,7 +154,8 @@ public final class RdmaServerChannel extends AbstractServerChannel implements Se
         try {
             peer = ConnectParameters.parse(data);
         } catch (ProtocolException e) {
-            logger.warn("{}: rejected a connection request from {}: {}", this, id.remoteAddress(), e.getMessage());
+            refusals.refused(this + ": rejected a connection request from " + id.remoteAddress() + ": "
+                    + e.getMessage());
             reject(id, e.rejectReason());
             return;
         }

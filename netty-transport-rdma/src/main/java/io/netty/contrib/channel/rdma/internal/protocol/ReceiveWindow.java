@@ -46,6 +46,18 @@ public final class ReceiveWindow {
     }
 
     /**
+     * A message that will not be read (the channel is closing) consumed one of the peer's credits; returns
+     * {@code false} if it had none left (so it used a receive posted for someone else).
+     */
+    public boolean dropped() {
+        if (outstanding == 0) {
+            return false;
+        }
+        outstanding--;
+        return true;
+    }
+
+    /**
      * The receive a message consumed is free again: its credit is owed to the peer. If the peer is down to its
      * reserve while this side keeps up with what it sends, the grant is what limits it: it doubles (up to
      * {@code max}, and as far as {@code room} allows). A peer starved because the reader does not read gets

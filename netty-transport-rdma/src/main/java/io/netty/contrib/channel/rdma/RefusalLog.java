@@ -1,0 +1,39 @@
+package io.netty.contrib.channel.rdma;
+
+import io.netty.util.internal.logging.InternalLogger;
+
+import java.util.concurrent.TimeUnit;
+
+/**
+ * Logs refusals (connection requests rejected, peers that broke the protocol) at most once per interval, with
+ * how many were not logged since: a peer cannot flood the log by connecting badly. Loop-thread confined.
+ */
+final class RefusalLog {
+    private static final long INTERVAL_NANOS = TimeUnit.SECONDS.toNanos(10);
+
+    private final InternalLogger logger;
+    private long lastNanos;
+    private boolean logged;
+    private int suppressed;
+
+    RefusalLog(InternalLogger logger) {
+        this.logger = logger;
+    }
+
+    /** One refusal: logged as a warning with {@code message} unless one was logged in the last 10 s. */
+    void refused(String message) {
+        long now = System.nanoTime();
+        if (logged && now - lastNanos < INTERVAL_NANOS) {
+            suppressed++;
+            return;
+        }
+        if (suppressed > 0) {
+            logger.warn("{} ({} more refused since the last report, not logged)", message, suppressed);
+        } else {
+            logger.warn(message);
+        }
+        logged = true;
+        lastNanos = now;
+        suppressed = 0;
+    }
+}
