@@ -9,7 +9,7 @@
  * VERSION_MISMATCH, NO_RESOURCES, NOT_ACCEPTING, or CM_REJECT for a reject without our reason), or ERROR. The exit
  * code is 0 when the scenario ran to its end (whatever the server did), 2 when it could not (usage, setup).
  *
- * Scenarios: credits, ring-overlap, imm-length, unknown-type, bad-flags, cross-connection, remote-read,
+ * Scenarios: credits [BURST], ring-overlap, imm-length, unknown-type, bad-flags, cross-connection, remote-read,
  * bad-params:<field> (flags, recvCredits0, recvCredits1, recvCreditsHuge, recvBufferSize4, recvBufferSize1G,
  * ringSize100, ringSize2G, ringAddressWithoutRing, short, version2), half-open [COUNT [SECONDS]].
  *
@@ -52,7 +52,7 @@ static const char HOLD[8] = {'H', 'O', 'L', 'D', 0, 'R', 'D', 'M'};
 #define NRECV 64
 #define RBUF 4096
 #define SBUF 65536
-#define NSEND 64
+#define NSEND 320
 #define GRANT 16
 #define WAIT_MS 5000
 
@@ -156,7 +156,7 @@ struct conn {
     /* what happened */
     int disconnected, rejected, reject_reason, cm_status;
     enum ibv_wc_status last_send_status;
-    int sends_done, first_error_seen;
+    int sends_done, sends_ok, first_error_seen;
     enum ibv_wc_status first_error;
     /* bytes received in DATA messages, kept for the cross-connection check */
     uint8_t echo[SBUF];
@@ -294,6 +294,7 @@ static void pump(struct conn *c, int ms, int (*done)(struct conn *)) {
             } else {
                 c->sends_done++;
                 c->last_send_status = wc[i].status;
+                if (wc[i].status == IBV_WC_SUCCESS) c->sends_ok++;
                 if (wc[i].status != IBV_WC_SUCCESS && !c->first_error_seen) {
                     c->first_error_seen = 1;
                     c->first_error = wc[i].status;
@@ -322,7 +323,7 @@ static int sends_reached(struct conn *c) { return c->sends_done >= sends_idle ||
 /* Posts a SEND: header (type, flags, credits granted, ring credits) + payload of len bytes (pattern seed). */
 static void send_msg(struct conn *c, int slot, uint8_t type, uint8_t flags, uint16_t grant, const void *payload,
                      uint32_t len) {
-    uint8_t *m = c->sbuf + (size_t)slot * 512;
+    uint8_t *m = c->sbuf + (size_t)(slot % 64) * 512; /* 64 header buffers below the RDMA source at SBUF / 2 */
     if (len > 512 - HDR_LEN) DIE("payload too long");
     m[0] = type;
     m[1] = flags;
@@ -381,8 +382,8 @@ static void conn_close(struct conn *c) {
 /* Waits for the server to close the connection; prints the RESULT line. */
 static void expect_close(struct conn *c, const char *what) {
     pump(c, WAIT_MS, got_disconnect);
-    result(c->disconnected ? "DISCONNECTED" : "OPEN", "local=%s violation=\"%s\" send_status=%s", c->local, what,
-           c->first_error_seen ? wc_status_name(c->first_error) : "SUCCESS");
+    result(c->disconnected ? "DISCONNECTED" : "OPEN", "local=%s violation=\"%s\" send_status=%s acked=%d", c->local,
+           what, c->first_error_seen ? wc_status_name(c->first_error) : "SUCCESS", c->sends_ok);
 }
 
 static struct conn A, B, V;
@@ -396,11 +397,12 @@ static void open_good(struct conn *c, const char *host, const char *port) {
         DIE("connection rejected: cm status %d reason %d", c->cm_status, c->reject_reason);
 }
 
-/* More SENDs than the credits granted, in one burst (credits do not come back before the burst is posted). */
-static void credits(const char *host, const char *port) {
+/* More SENDs than the credits granted, in one burst of `burst` (credits do not come back before it is posted):
+ * beyond the credits, they consume receives the server's shared receive queue posted for other peers. */
+static void credits(const char *host, const char *port, int burst) {
     open_good(&A, host, port);
     uint32_t granted = A.credits;
-    int burst = 48;
+    if (burst < 1 || burst > NSEND) DIE("burst %d outside 1-%d", burst, NSEND);
     for (int i = 0; i < burst; i++) send_msg(&A, i, T_DATA, 0, 0, "credit", 6);
     note("SENT %d DATA messages on %u credits", burst, granted);
     expect_close(&A, "messages beyond the receive credits granted");
@@ -581,7 +583,7 @@ static void half_open(const char *host, const char *port, int count, int seconds
 
 int main(int argc, char **argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: %s SCENARIO HOST PORT [COUNT [SECONDS]]\n"
+        fprintf(stderr, "usage: %s SCENARIO HOST PORT [COUNT [SECONDS]]   (COUNT: credits' burst, half-open's connects)\n"
                         "  scenarios: credits ring-overlap imm-length unknown-type bad-flags cross-connection\n"
                         "             remote-read bad-params:<field> half-open\n", argv[0]);
         return 2;
@@ -589,7 +591,7 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     scenario = argv[1];
     const char *host = argv[2], *port = argv[3];
-    if (!strcmp(scenario, "credits")) credits(host, port);
+    if (!strcmp(scenario, "credits")) credits(host, port, argc > 4 ? atoi(argv[4]) : 48);
     else if (!strcmp(scenario, "ring-overlap")) ring_overlap(host, port);
     else if (!strcmp(scenario, "imm-length")) imm_length(host, port);
     else if (!strcmp(scenario, "unknown-type")) unknown_type(host, port);

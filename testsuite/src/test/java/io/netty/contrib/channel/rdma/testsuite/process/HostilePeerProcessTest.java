@@ -87,7 +87,9 @@ class HostilePeerProcessTest {
         // A first connection creates the server loop's shared queues and pool chunks: the baseline comes after it.
         Channel warmUp = echoOnce(1 << 20);
         warmUp.close().sync();
-        idle = awaitStatus(s -> s.get("children") == 0 && s.getOrDefault("qp", 0L) == 0);
+        // rdma_cm ids are destroyed after the channel closed (when their events are acknowledged): wait for them too
+        idle = awaitStatus(s -> s.get("children") == 0 && s.getOrDefault("qp", 0L) == 0
+                && s.getOrDefault("cm_id", 1L) == 1);
         assertThat(idle.get("children")).as("server connections after the warm-up closed").isZero();
 
         stream = new BenignStream();
@@ -102,6 +104,10 @@ class HostilePeerProcessTest {
         withBenign = awaitStatus(s -> s.get("children") == 1
                 && s.getOrDefault("qp", 0L) == idle.getOrDefault("qp", 0L) + 1
                 && s.getOrDefault("mr", 0L) == idle.getOrDefault("mr", 0L) + 1);
+        if (withBenign.containsKey("mr")) {
+            assertThat(withBenign.get("mr")).as("server memory regions besides the pool's: the benign ring")
+                    .isEqualTo(idle.get("mr") + 1);
+        }
         assertThat(withBenign.get("children")).as("server connections with the benign one").isEqualTo(1);
     }
 
@@ -146,6 +152,60 @@ class HostilePeerProcessTest {
         assertIntactAndAtBaseline(scenario);
     }
 
+    /**
+     * A burst of SENDs far beyond the violator's 4 credits consumes, before the server can close it, the receives
+     * that the loop's shared receive queue posted for other peers' credits. They must be posted again: an idle
+     * connection's next message must still get through. The benign stream pauses meanwhile, so that no other
+     * traffic makes the server post receives.
+     */
+    @Test
+    @Order(3)
+    void creditFloodLeavesAnIdleConnectionAbleToSend() throws Exception {
+        benign.eventLoop().submit(stream::pause).get(10, TimeUnit.SECONDS);
+        try {
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+            long[] t = benign.eventLoop().submit(stream::totals).get(10, TimeUnit.SECONDS);
+            while (t[1] != t[0] && System.nanoTime() < deadline) {
+                Thread.sleep(10);
+                t = benign.eventLoop().submit(stream::totals).get(10, TimeUnit.SECONDS);
+            }
+            assertThat(t[1]).as("the paused benign stream drained").isEqualTo(t[0]);
+            // Its idle ring withdrawn (a second without writes): the RING message would post receives again.
+            Map<String, Long> quiet = awaitStatus(m -> m.get("mr") == null || m.get("mr").equals(idle.get("mr")));
+            assertThat(quiet.get("mr")).as("server memory regions besides the pool's once the benign ring is idle")
+                    .isEqualTo(idle.get("mr"));
+            Counting idleEcho = new Counting();
+            Channel idleClient = new Bootstrap().group(group).channel(RdmaChannel.class).handler(idleEcho)
+                    .connect(address).sync().channel();
+            try {
+                idleClient.writeAndFlush(Unpooled.wrappedBuffer(new byte[100]));
+                assertThat(idleEcho.await(100, 10)).as("bytes echoed to the idle connection before the flood")
+                        .isEqualTo(100);
+
+                int from = server.output().size();
+                Map<String, String> result = runHostilePeer("credits", "256");
+                assertThat(result.get("status")).as("what the hostile peer saw: %s", result).isEqualTo("DISCONNECTED");
+                assertThat(awaitServerLine(from, l -> l.contains("ProtocolException")
+                        && l.contains("beyond the 4 receive credits"))).as("the server's ProtocolException; server "
+                        + "log: %s", serverLog(from)).isNotNull();
+
+                idleClient.writeAndFlush(Unpooled.wrappedBuffer(new byte[100]));
+                assertThat(idleEcho.await(200, 5)).as("bytes echoed to the idle connection after the flood (its "
+                        + "message needs a receive on the server's shared receive queue); the flood: %s", result)
+                        .isEqualTo(200);
+            } finally {
+                idleClient.close().sync();
+            }
+        } finally {
+            // A connection that joins the server's loop makes it post receives up to what it granted: whatever
+            // this test found, the benign stream can go on.
+            new Bootstrap().group(group).channel(RdmaChannel.class).handler(new ChannelInboundHandlerAdapter())
+                    .connect(address).sync().channel().close().sync();
+            benign.eventLoop().submit(stream::resume).get(10, TimeUnit.SECONDS);
+        }
+        assertIntactAndAtBaseline("credits 256");
+    }
+
     /** Connect parameters out of their documented range are rejected with the documented reason. */
     @ParameterizedTest(name = "{0}")
     @Order(2)
@@ -177,7 +237,7 @@ class HostilePeerProcessTest {
 
     /** The ring is remotely writable only: an RDMA READ of it fails at the requester. */
     @Test
-    @Order(3)
+    @Order(4)
     void remoteReadOfTheRingFails() throws Exception {
         Map<String, String> result = runHostilePeer("remote-read");
         assertThat(result.get("status")).as("the READ's completion: %s", result).isEqualTo("REM_ACCESS_ERR");
@@ -189,7 +249,7 @@ class HostilePeerProcessTest {
      * with a remote access error and changes nothing (the victim's unread write comes back as it wrote it).
      */
     @Test
-    @Order(4)
+    @Order(5)
     @Disabled("pending type-2 memory windows bound to each connection's QP (DESIGN.md §5): ring MRs are PD-wide "
             + "today, so the attacker's RDMA_WRITE succeeds and overwrites the victim's unread ring write")
     void crossConnectionWriteFailsWithRemoteAccessError() throws Exception {
@@ -207,7 +267,7 @@ class HostilePeerProcessTest {
      * a legitimate client connects and echoes during the flood.
      */
     @Test
-    @Order(5)
+    @Order(6)
     void halfOpenHandshakesAreReleasedWithinTheTimeout() throws Exception {
         Process attacker = hostilePeerProcess("half-open", String.valueOf(HALF_OPEN), String.valueOf(HALF_OPEN_SECONDS));
         try {
@@ -260,7 +320,7 @@ class HostilePeerProcessTest {
         assertThat(now[3]).as("CRC of the echoed stream").isEqualTo(now[2]);
         benign.close().sync();
         benign = null;
-        Map<String, Long> closed = awaitStatus(s -> s.get("children") == 0 && s.getOrDefault("qp", 0L) == 0);
+        Map<String, Long> closed = awaitStatus(s -> s.equals(idle));
         assertThat(closed).as("server device objects with nothing connected (baseline %s)", idle).isEqualTo(idle);
         server.closeInput();
         String last = server.awaitLine("FINAL", 60);
@@ -351,6 +411,20 @@ class HostilePeerProcessTest {
         return sb.toString();
     }
 
+    /**
+     * The device objects of a STATUS answer that must return to their baseline: every count but memory regions
+     * of the registered pool, which keeps its chunks (and the shared receive queue its slot blocks) for reuse once
+     * a flood made them grow; {@code mr} counts the other memory regions (receive rings).
+     */
+    private static Map<String, Long> objects(Map<String, Long> status) {
+        Map<String, Long> objects = new HashMap<>(status);
+        Long chunks = objects.remove("chunks");
+        if (objects.containsKey("mr")) {
+            objects.put("mr", objects.get("mr") - chunks);
+        }
+        return objects;
+    }
+
     private static Map<String, Long> status() throws Exception {
         server.send("STATUS");
         String line = server.awaitLine("STATUS ", 30);
@@ -360,7 +434,7 @@ class HostilePeerProcessTest {
             String[] kv = field.split("=");
             values.put(kv[0], Long.parseLong(kv[1]));
         }
-        return values;
+        return objects(values);
     }
 
     private static Map<String, Long> awaitStatus(Predicate<Map<String, Long>> ok) throws Exception {
@@ -402,8 +476,8 @@ class HostilePeerProcessTest {
     }
 
     /** Runs a scenario to its end; the fields of its RESULT line. */
-    private static Map<String, String> runHostilePeer(String scenario) throws Exception {
-        Process p = hostilePeerProcess(scenario);
+    private static Map<String, String> runHostilePeer(String scenario, String... extra) throws Exception {
+        Process p = hostilePeerProcess(scenario, extra);
         BlockingLines out = new BlockingLines(p);
         try {
             String line = out.await("RESULT ", 30);
@@ -443,6 +517,26 @@ class HostilePeerProcessTest {
             i = end + 1;
         }
         return fields;
+    }
+
+    /** Counts the bytes a connection receives. */
+    private static final class Counting extends ChannelInboundHandlerAdapter {
+        private final java.util.concurrent.atomic.AtomicLong bytes = new java.util.concurrent.atomic.AtomicLong();
+
+        @Override
+        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+            bytes.addAndGet(((ByteBuf) msg).readableBytes());
+            ((ByteBuf) msg).release();
+        }
+
+        /** Waits up to {@code seconds} for {@code total} bytes; the count then. */
+        long await(long total, long seconds) throws InterruptedException {
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
+            while (bytes.get() < total && System.nanoTime() < deadline) {
+                Thread.sleep(5);
+            }
+            return bytes.get();
+        }
     }
 
     /** A process's output lines, read all the time. */
@@ -533,6 +627,17 @@ class HostilePeerProcessTest {
 
         long received() {
             return received;
+        }
+
+        /** Stops writing for a while. */
+        Void pause() {
+            running = false;
+            return null;
+        }
+
+        Void resume() {
+            running = true;
+            return null;
         }
 
         /** Stops writing; returns {@link #totals()}. */

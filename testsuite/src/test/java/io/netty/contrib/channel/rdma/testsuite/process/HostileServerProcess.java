@@ -10,6 +10,7 @@ import io.netty.channel.ChannelInitializer;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.channel.socket.SocketChannel;
+import io.netty.contrib.channel.rdma.RdmaByteBufAllocator;
 import io.netty.contrib.channel.rdma.RdmaChannelOption;
 import io.netty.contrib.channel.rdma.RdmaIoHandler;
 import io.netty.contrib.channel.rdma.RdmaServerChannel;
@@ -29,7 +30,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  * It prints {@code PORT <n>}, then one line per event of an accepted connection, named by the peer's port:
  * {@code CHILD <port>} (connection request accepted), {@code ACTIVE <port>}, {@code EXCEPTION <port> <class>:
  * <message>} and {@code CLOSED <port>}; each {@code STATUS} line on standard input is answered with {@code STATUS
- * children=<accepted, not closed> <kind>=<count>...}; when its standard input closes it shuts down and prints
+ * children=<accepted, not closed> chunks=<registered pool chunks> <kind>=<count>...}; when its standard input closes it shuts down and prints
  * {@code FINAL <kind>=<count>...}.
  *
  * <p>A connection whose first message starts with {@link #HOLD} is not read for {@value #HOLD_MILLIS} ms after
@@ -73,7 +74,8 @@ public final class HostileServerProcess {
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         for (String line; (line = in.readLine()) != null; ) {
             if (line.equals("STATUS")) {
-                print("STATUS children=" + children.get() + ConnectionsServerProcess.counts());
+                print("STATUS children=" + children.get() + " chunks="
+                        + RdmaByteBufAllocator.defaultAllocator().metric().chunkCount() + ConnectionsServerProcess.counts());
             }
         }
         server.close().sync();
