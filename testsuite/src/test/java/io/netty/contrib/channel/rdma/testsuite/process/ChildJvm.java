@@ -17,7 +17,8 @@ import java.util.concurrent.TimeUnit;
 /**
  * A JVM running one of this package's programs on the test's class path and RDMA library selection, optionally
  * under a command prefix (such as {@code ip netns exec NAME}). Its standard output is read all the time (so it
- * never blocks on a full pipe) into lines the test can wait for; its standard error goes to the test's.
+ * never blocks on a full pipe) into lines the test can wait for; its standard error goes to the test's, or into
+ * the same lines ({@link #startMergingErrors}).
  */
 final class ChildJvm implements AutoCloseable {
     private final Process process;
@@ -40,6 +41,16 @@ final class ChildJvm implements AutoCloseable {
     /** The same with JVM options ({@code -Xmx...}) of its own. */
     static ChildJvm start(List<String> prefix, List<String> jvmArgs, Class<?> main, String... args)
             throws IOException {
+        return start(prefix, jvmArgs, false, main, args);
+    }
+
+    /** The same with its standard error read into the lines too (for tests that check what the child logs). */
+    static ChildJvm startMergingErrors(List<String> jvmArgs, Class<?> main, String... args) throws IOException {
+        return start(List.of(), jvmArgs, true, main, args);
+    }
+
+    private static ChildJvm start(List<String> prefix, List<String> jvmArgs, boolean mergeErrors, Class<?> main,
+                                  String... args) throws IOException {
         List<String> command = new ArrayList<>(prefix);
         command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
         command.addAll(jvmArgs);
@@ -58,7 +69,13 @@ final class ChildJvm implements AutoCloseable {
         command.add(System.getProperty("java.class.path"));
         command.add(main.getName());
         command.addAll(List.of(args));
-        Process process = new ProcessBuilder(command).redirectError(ProcessBuilder.Redirect.INHERIT).start();
+        ProcessBuilder builder = new ProcessBuilder(command);
+        if (mergeErrors) {
+            builder.redirectErrorStream(true);
+        } else {
+            builder.redirectError(ProcessBuilder.Redirect.INHERIT);
+        }
+        Process process = builder.start();
         return new ChildJvm(process, main.getSimpleName());
     }
 
