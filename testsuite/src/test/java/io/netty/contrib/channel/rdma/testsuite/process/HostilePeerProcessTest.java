@@ -284,7 +284,7 @@ class HostilePeerProcessTest {
             assertThat(attacker.isAlive()).as("the attacker is still alive when its connections are released").isTrue();
             assertThat(released.get("children")).as("server connections after the timeout").isEqualTo(1);
             assertThat(releasedMillis).as("time from the flood to its release (timeout %d ms)", ESTABLISH_TIMEOUT_MILLIS)
-                    .isLessThan(ESTABLISH_TIMEOUT_MILLIS + 2500L);
+                    .isLessThan(ESTABLISH_TIMEOUT_MILLIS + 10_000L);
             assertThat(TimeUnit.NANOSECONDS.toMillis(legitimateAt - floodAt)).as("the legitimate client echoed "
                     + "during the flood").isLessThan(HALF_OPEN_SECONDS * 1000L);
 
