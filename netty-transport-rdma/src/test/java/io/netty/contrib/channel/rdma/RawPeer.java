@@ -138,7 +138,15 @@ final class RawPeer implements AutoCloseable {
     }
 
     private CmEvent expect(int type) {
-        CmEvent event = channel.getEvent();
+        // Never a blocking wait: a connection the server refuses must fail the test, not hang it.
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        CmEvent event;
+        while ((event = channel.pollEvent()) == null) {
+            if (System.nanoTime() > deadline) {
+                throw new AssertionError("no rdma_cm event within 20 s (expected " + CmEventType.name(type) + ")");
+            }
+            Thread.onSpinWait();
+        }
         if (event.type() != type) {
             String got = CmEventType.name(event.type());
             event.ack();

@@ -132,7 +132,15 @@ class RdmaHandshakeTimeoutTest {
     }
 
     private static void expect(CmEventChannel channel, int type) {
-        CmEvent event = channel.getEvent();
+        // Never a blocking wait: a connection the server refuses must fail the test, not hang it.
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        CmEvent event;
+        while ((event = channel.pollEvent()) == null) {
+            if (System.nanoTime() > deadline) {
+                throw new AssertionError("no rdma_cm event within 20 s (expected " + CmEventType.name(type) + ")");
+            }
+            Thread.onSpinWait();
+        }
         int got = event.type();
         event.ack();
         assertThat(CmEventType.name(got)).isEqualTo(CmEventType.name(type));

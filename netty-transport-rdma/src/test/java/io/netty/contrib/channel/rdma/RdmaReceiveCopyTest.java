@@ -116,15 +116,20 @@ class RdmaReceiveCopyTest {
         CompletableFuture<ByteBuf> got = new CompletableFuture<>();
         Channel server = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
                 .childOption(ChannelOption.RCVBUF_ALLOCATOR, new FixedRecvByteBufAllocator(64 << 10))
-                .childHandler(new ChannelInboundHandlerAdapter() {
+                .childHandler(new ChannelInitializer<SocketChannel>() {
                     @Override
-                    public void channelRead(ChannelHandlerContext ctx, Object msg) {
-                        ByteBuf buf = (ByteBuf) msg;
-                        if (buf.readableBytes() == 4096) {
-                            got.complete(buf);
-                        } else {
-                            buf.release();
-                        }
+                    protected void initChannel(SocketChannel ch) {
+                        ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                            @Override
+                            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                                ByteBuf buf = (ByteBuf) msg;
+                                if (buf.readableBytes() == 4096) {
+                                    got.complete(buf);
+                                } else {
+                                    buf.release();
+                                }
+                            }
+                        });
                     }
                 }).bind(TestAddress.get(), 0).sync().channel();
         InetSocketAddress address = (InetSocketAddress) server.localAddress();
