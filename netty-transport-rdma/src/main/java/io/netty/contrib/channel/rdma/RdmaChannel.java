@@ -60,6 +60,10 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
     private IoRegistration ioRegistration;
     private RdmaIoHandler.Registration registration;
     private final ConnectParameters acceptedPeer;
+    /** An accepted channel counted by its server as a handshake in progress. */
+    private boolean handshakePending;
+    /** An accepted channel counted by its server (per remote address) until it closes. */
+    private boolean countedByServer;
 
     private boolean open = true;
     private boolean active;
@@ -96,6 +100,8 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
         config = new RdmaChannelConfig(this, RdmaDevices.defaultAllocator());
         this.cmId = cmId;
         this.acceptedPeer = peerParameters;
+        this.handshakePending = true;
+        this.countedByServer = true;
         this.local = cmId.localAddress();
         this.remote = cmId.remoteAddress();
     }
@@ -330,6 +336,11 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
         boolean wasOpen = open;
         open = false;
         active = false;
+        if (countedByServer) {
+            countedByServer = false;
+            ((RdmaServerChannel) parent()).childClosed(remote, handshakePending);
+            handshakePending = false;
+        }
         if (registerPromise != null) {
             failRegistration(new ClosedChannelException());
         }
@@ -479,6 +490,10 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
             fulfillConnect();
         } else {
             active = true;
+            if (handshakePending) {
+                handshakePending = false;
+                ((RdmaServerChannel) parent()).handshakeDone();
+            }
             if (connectTimeoutFuture != null) {
                 connectTimeoutFuture.cancel(false);
                 connectTimeoutFuture = null;

@@ -69,6 +69,22 @@ public final class RdmaChannelOption<T> extends ChannelOption<T> {
     public static final ChannelOption<Integer> ESTABLISH_TIMEOUT_MILLIS = valueOf(RdmaChannelOption.class,
             "ESTABLISH_TIMEOUT_MILLIS");
 
+    /**
+     * On a server channel: connection requests accepted and not yet established (see
+     * {@link #ESTABLISH_TIMEOUT_MILLIS}) at most; beyond it requests are rejected ("no resources") until some
+     * complete or time out. Default 1024.
+     */
+    public static final ChannelOption<Integer> MAX_PENDING_HANDSHAKES = valueOf(RdmaChannelOption.class,
+            "MAX_PENDING_HANDSHAKES");
+
+    /**
+     * On a server channel: connections from one remote IP address at most (pending and established); beyond it
+     * its requests are rejected ("no resources"), so one host cannot take every connection. 0, the default, sets
+     * no limit (clients behind one NAT or proxy share an address).
+     */
+    public static final ChannelOption<Integer> MAX_CONNECTIONS_PER_ADDRESS = valueOf(RdmaChannelOption.class,
+            "MAX_CONNECTIONS_PER_ADDRESS");
+
     /** Milliseconds rdma_cm may take to resolve the peer's address and route. Default 2000. */
     public static final ChannelOption<Integer> RESOLVE_TIMEOUT_MILLIS = valueOf(RdmaChannelOption.class,
             "RESOLVE_TIMEOUT_MILLIS");

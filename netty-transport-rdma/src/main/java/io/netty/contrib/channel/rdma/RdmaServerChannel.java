@@ -19,7 +19,10 @@ import io.netty.util.internal.logging.InternalLoggerFactory;
 import java.lang.foreign.MemorySegment;
 import java.net.InetSocketAddress;
 import java.net.SocketAddress;
+import java.net.InetAddress;
 import java.util.ArrayDeque;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * Listens for RDMA connections through rdma_cm and accepts each as an {@link RdmaChannel}. A
@@ -31,6 +34,10 @@ public final class RdmaServerChannel extends AbstractServerChannel implements Se
 
     private final RdmaServerChannelConfig config = new RdmaServerChannelConfig(this);
     private final ArrayDeque<RdmaChannel> accepted = new ArrayDeque<>();
+    /** Accepted connections not yet established; children update it from their own loops. */
+    private final AtomicInteger pendingHandshakes = new AtomicInteger();
+    /** Open connections (pending or established) per remote address, when they are limited. */
+    private final ConcurrentHashMap<InetAddress, AtomicInteger> perAddress = new ConcurrentHashMap<>();
     private IoRegistration ioRegistration;
     private RdmaIoHandler.Registration registration;
     private CmId cmId;
@@ -159,8 +166,52 @@ public final class RdmaServerChannel extends AbstractServerChannel implements Se
             reject(id, e.rejectReason());
             return;
         }
+        InetSocketAddress from = id.remoteAddress();
+        String refused = admit(from);
+        if (refused != null) {
+            refusals.refused(this + ": rejected a connection request from " + from + ": " + refused);
+            reject(id, RejectReason.REASON_NO_RESOURCES);
+            return;
+        }
         accepted.add(new RdmaChannel(this, id, peer));
         deliverAccepted();
+    }
+
+    /** Counts a new connection from {@code from} against the limits; returns why it is refused, or null. */
+    private String admit(InetSocketAddress from) {
+        int maxPending = config.getMaxPendingHandshakes();
+        if (pendingHandshakes.incrementAndGet() > maxPending) {
+            pendingHandshakes.decrementAndGet();
+            return maxPending + " connections are being established already (MAX_PENDING_HANDSHAKES)";
+        }
+        int maxPerAddress = config.getMaxConnectionsPerAddress();
+        if (maxPerAddress > 0 && from != null) {
+            AtomicInteger count = perAddress.computeIfAbsent(from.getAddress(), a -> new AtomicInteger());
+            if (count.incrementAndGet() > maxPerAddress) {
+                count.decrementAndGet();
+                pendingHandshakes.decrementAndGet();
+                return from.getAddress() + " has " + maxPerAddress + " connections already (MAX_CONNECTIONS_PER_ADDRESS)";
+            }
+        }
+        return null;
+    }
+
+    /** An accepted connection was established (any thread). */
+    void handshakeDone() {
+        pendingHandshakes.decrementAndGet();
+    }
+
+    /** An accepted connection closed (any thread); {@code pending}: before it was established. */
+    void childClosed(InetSocketAddress from, boolean pending) {
+        if (pending) {
+            pendingHandshakes.decrementAndGet();
+        }
+        if (config.getMaxConnectionsPerAddress() > 0 && from != null) {
+            AtomicInteger count = perAddress.get(from.getAddress());
+            if (count != null && count.decrementAndGet() <= 0) {
+                perAddress.remove(from.getAddress(), count);
+            }
+        }
     }
 
     private void deliverAccepted() {

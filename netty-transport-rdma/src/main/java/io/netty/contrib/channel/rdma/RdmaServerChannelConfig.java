@@ -14,6 +14,7 @@ import java.util.Map;
 import static io.netty.channel.ChannelOption.SO_BACKLOG;
 import static io.netty.channel.ChannelOption.SO_RCVBUF;
 import static io.netty.channel.ChannelOption.SO_REUSEADDR;
+import static io.netty.util.internal.ObjectUtil.checkPositive;
 import static io.netty.util.internal.ObjectUtil.checkPositiveOrZero;
 
 /**
@@ -25,6 +26,8 @@ public final class RdmaServerChannelConfig extends DefaultChannelConfig implemen
     private volatile int backlog = 1024;
     private volatile int receiveBufferSize = RdmaChannelConfig.DEFAULT_RING_SIZE;
     private volatile boolean reuseAddress;
+    private volatile int maxPendingHandshakes = 1024;
+    private volatile int maxConnectionsPerAddress;
 
     RdmaServerChannelConfig(RdmaServerChannel channel) {
         super(channel, new ServerChannelRecvByteBufAllocator());
@@ -32,7 +35,8 @@ public final class RdmaServerChannelConfig extends DefaultChannelConfig implemen
 
     @Override
     public Map<ChannelOption<?>, Object> getOptions() {
-        return getOptions(super.getOptions(), SO_RCVBUF, SO_REUSEADDR, SO_BACKLOG);
+        return getOptions(super.getOptions(), SO_RCVBUF, SO_REUSEADDR, SO_BACKLOG,
+                RdmaChannelOption.MAX_PENDING_HANDSHAKES, RdmaChannelOption.MAX_CONNECTIONS_PER_ADDRESS);
     }
 
     @SuppressWarnings("unchecked")
@@ -47,6 +51,12 @@ public final class RdmaServerChannelConfig extends DefaultChannelConfig implemen
         if (option == SO_BACKLOG) {
             return (T) Integer.valueOf(getBacklog());
         }
+        if (option == RdmaChannelOption.MAX_PENDING_HANDSHAKES) {
+            return (T) Integer.valueOf(getMaxPendingHandshakes());
+        }
+        if (option == RdmaChannelOption.MAX_CONNECTIONS_PER_ADDRESS) {
+            return (T) Integer.valueOf(getMaxConnectionsPerAddress());
+        }
         return super.getOption(option);
     }
 
@@ -59,10 +69,34 @@ public final class RdmaServerChannelConfig extends DefaultChannelConfig implemen
             setReuseAddress((Boolean) value);
         } else if (option == SO_BACKLOG) {
             setBacklog((Integer) value);
+        } else if (option == RdmaChannelOption.MAX_PENDING_HANDSHAKES) {
+            setMaxPendingHandshakes((Integer) value);
+        } else if (option == RdmaChannelOption.MAX_CONNECTIONS_PER_ADDRESS) {
+            setMaxConnectionsPerAddress((Integer) value);
         } else {
             return super.setOption(option, value);
         }
         return true;
+    }
+
+    public int getMaxPendingHandshakes() {
+        return maxPendingHandshakes;
+    }
+
+    /** @see RdmaChannelOption#MAX_PENDING_HANDSHAKES */
+    public RdmaServerChannelConfig setMaxPendingHandshakes(int maxPendingHandshakes) {
+        this.maxPendingHandshakes = checkPositive(maxPendingHandshakes, "maxPendingHandshakes");
+        return this;
+    }
+
+    public int getMaxConnectionsPerAddress() {
+        return maxConnectionsPerAddress;
+    }
+
+    /** @see RdmaChannelOption#MAX_CONNECTIONS_PER_ADDRESS */
+    public RdmaServerChannelConfig setMaxConnectionsPerAddress(int maxConnectionsPerAddress) {
+        this.maxConnectionsPerAddress = checkPositiveOrZero(maxConnectionsPerAddress, "maxConnectionsPerAddress");
+        return this;
     }
 
     @Override

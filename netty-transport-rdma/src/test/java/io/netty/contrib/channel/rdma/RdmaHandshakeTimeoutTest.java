@@ -29,6 +29,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * Clients that never finish the handshake (they take the server's accept but never send the last message, so the
@@ -114,6 +115,97 @@ class RdmaHandshakeTimeoutTest {
         } finally {
             group.shutdownGracefully(0, 1, TimeUnit.SECONDS).sync();
         }
+    }
+
+    @Test
+    void pendingHandshakesAndConnectionsPerAddressAreLimited() throws Exception {
+        EventLoopGroup group = new MultiThreadIoEventLoopGroup(1, RdmaIoHandler.newFactory());
+        List<CmId> ids = new ArrayList<>();
+        List<Channel> clients = new ArrayList<>();
+        try (CmEventChannel attacker = CmEventChannel.create()) {
+            Channel server = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
+                    .option(RdmaChannelOption.MAX_PENDING_HANDSHAKES, 3)
+                    .option(RdmaChannelOption.MAX_CONNECTIONS_PER_ADDRESS, 5)
+                    .childOption(RdmaChannelOption.ESTABLISH_TIMEOUT_MILLIS, 1000)
+                    .childHandler(new ChannelInitializer<SocketChannel>() {
+                        @Override
+                        protected void initChannel(SocketChannel ch) {
+                            // nothing to do: connections only
+                        }
+                    }).bind(TestAddress.get(), 0).sync().channel();
+            InetSocketAddress address = (InetSocketAddress) server.localAddress();
+            for (int i = 0; i < 3; i++) {
+                ids.add(halfOpen(attacker, address));
+            }
+            // A fourth handshake in progress is one too many.
+            CmId refused = attacker.createId();
+            ids.add(refused);
+            assertThat(connectUntil(attacker, refused, address)).isEqualTo("REJECTED");
+            for (CmId id : ids) {
+                id.close();
+            }
+            ids.clear();
+            // The abandoned handshakes are released (at the latest by the 1 s timeout): five connections fit the
+            // limit per address, a sixth does not.
+            Bootstrap bootstrap = new Bootstrap().group(group).channel(RdmaChannel.class)
+                    .handler(new ChannelInitializer<Channel>() {
+                        @Override
+                        protected void initChannel(Channel ch) {
+                            // nothing to do: connections only
+                        }
+                    });
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+            while (clients.size() < 5 && System.nanoTime() < deadline) {
+                try {
+                    clients.add(bootstrap.connect(address).sync().channel());
+                } catch (Exception e) {
+                    Thread.sleep(50); // the abandoned handshakes still count until they are released
+                }
+            }
+            assertThat(clients).hasSize(5);
+            assertThatThrownBy(() -> bootstrap.connect(address).sync()).hasMessageContaining("no resources");
+            clients.remove(0).close().sync();
+            deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+            Channel again = null;
+            while (again == null && System.nanoTime() < deadline) {
+                try {
+                    again = bootstrap.connect(address).sync().channel();
+                } catch (Exception e) {
+                    Thread.sleep(50); // the server sees the close shortly after the client
+                }
+            }
+            assertThat(again).as("a connection after one of the five closed").isNotNull();
+            clients.add(again);
+            for (Channel c : clients) {
+                c.close().sync();
+            }
+            server.close().sync();
+        } finally {
+            for (CmId id : ids) {
+                id.close();
+            }
+            group.shutdownGracefully(0, 1, TimeUnit.SECONDS).sync();
+        }
+    }
+
+    /** Connects {@code id} without a QP; returns the name of the event that ends the attempt. */
+    private static String connectUntil(CmEventChannel channel, CmId id, InetSocketAddress server) {
+        id.resolveAddr(null, server, 2000);
+        expect(channel, CmEventType.ADDR_RESOLVED);
+        id.resolveRoute(2000);
+        expect(channel, CmEventType.ROUTE_RESOLVED);
+        byte[] params = new byte[ConnectParameters.LENGTH];
+        new ConnectParameters().wrap(MemorySegment.ofArray(params)).writeHeader().recvCredits(4).recvBufferSize(1024);
+        id.connect(ConnParam.of(params).withQpNum(0x124));
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        CmEvent event;
+        while ((event = channel.pollEvent()) == null) {
+            assertThat(System.nanoTime()).as("an answer to the connect").isLessThan(deadline);
+            Thread.onSpinWait();
+        }
+        String name = CmEventType.name(event.type());
+        event.ack();
+        return name;
     }
 
     /** An rdma_cm client without a QP: takes the server's accept (CONNECT_RESPONSE) and never establishes. */
