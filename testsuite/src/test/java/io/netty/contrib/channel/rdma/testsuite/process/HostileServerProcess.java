@@ -45,6 +45,8 @@ public final class HostileServerProcess {
     }
 
     public static void main(String[] args) throws Throwable {
+        // Every refusal logged: the test reads the reason of each (servers log one per 10 s by default).
+        System.setProperty("io.netty.contrib.rdma.refusalLogIntervalMillis", "0");
         int establishTimeout = Integer.parseInt(args[0]);
         AtomicInteger children = new AtomicInteger();
         EventLoopGroup group = new MultiThreadIoEventLoopGroup(1, RdmaIoHandler.newFactory());
