@@ -140,7 +140,7 @@ class HostilePeerProcessTest {
         String port = port(result.get("local"));
         // Reported to the child's pipeline (EXCEPTION <port>), or, when the violation came before the server took
         // ESTABLISHED and so before the child's handlers were added, logged by the pipeline's tail.
-        String exception = awaitServerLine(from, l -> l.contains("ProtocolException") && l.contains(rule));
+        String exception = awaitServerLine(from, l -> violation(l) && l.contains(rule));
         assertThat(exception).as("the server's ProtocolException naming the rule '%s'; server log: %s", rule,
                 serverLog(from)).isNotNull();
         if (exception.startsWith("EXCEPTION ")) {
@@ -184,7 +184,7 @@ class HostilePeerProcessTest {
                 int from = server.output().size();
                 Map<String, String> result = runHostilePeer("credits", "256");
                 assertThat(result.get("status")).as("what the hostile peer saw: %s", result).isEqualTo("DISCONNECTED");
-                assertThat(awaitServerLine(from, l -> l.contains("ProtocolException")
+                assertThat(awaitServerLine(from, l -> violation(l)
                         && l.contains("beyond the 4 receive credits"))).as("the server's ProtocolException; server "
                         + "log: %s", serverLog(from)).isNotNull();
 
@@ -650,5 +650,13 @@ class HostilePeerProcessTest {
         long[] totals() {
             return new long[] {sent, received, sentCrc.getValue(), receivedCrc.getValue()};
         }
+    }
+
+    /**
+     * A server log line reporting a protocol violation: the {@code ProtocolException} fired into an established
+     * channel's pipeline, or, for a violation before ESTABLISHED, the failed accept that names it.
+     */
+    private static boolean violation(String line) {
+        return line.contains("ProtocolException") || line.contains("failed before it was established: ");
     }
 }
