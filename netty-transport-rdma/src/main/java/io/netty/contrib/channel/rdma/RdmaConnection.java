@@ -140,6 +140,9 @@ final class RdmaConnection implements ReceiveRing.Owner {
     /** Part of a FileRegion read and waiting for credit to be sent. */
     private ByteBuf fileChunk;
     private boolean released;
+    /** Payload bytes handed to the reader and taken from the writer so far (diagnosis: {@link #toString()}). */
+    private long bytesIn;
+    private long bytesOut;
 
     RdmaConnection(RdmaIoHandler.Registration registration, EventLoop loop, CmId id, RdmaDevices.Device device,
                    RdmaChannelConfig config) {
@@ -410,6 +413,7 @@ final class RdmaConnection implements ReceiveRing.Owner {
             }
             if (kind != KIND_SHUTDOWN && pendingLength[at] > 0) {
                 int n = inbound.data(pendingAddress[at], pendingLength[at]);
+                bytesIn += n;
                 delivered++;
                 if (released) {
                     break;
@@ -450,6 +454,7 @@ final class RdmaConnection implements ReceiveRing.Owner {
         pendingHead = (pendingHead + 1) % pendingSlots.length;
         pendingCount--;
         ByteBuf buf = r.heldBuffer(alloc, pendingAddress[at], pendingLength[at], pendingRingSeq[at]);
+        bytesIn += pendingLength[at];
         freeSlot(pendingSlots[at]);
         unrefRing(r);
         inbound.buffer(buf);
@@ -630,6 +635,7 @@ final class RdmaConnection implements ReceiveRing.Owner {
                     }
                 }
                 in.removeBytes(chunk);
+                bytesOut += chunk;
             }
         } finally {
             sends.post();
@@ -789,8 +795,8 @@ final class RdmaConnection implements ReceiveRing.Owner {
 
     @Override
     public String toString() {
-        return "RdmaConnection{window=" + window + ", credits=" + credits + ", " + sends + ", pending="
-                + pendingCount + ", ring=" + ring
+        return "RdmaConnection{in=" + bytesIn + " B, out=" + bytesOut + " B, window=" + window + ", credits="
+                + credits + ", " + sends + ", pending=" + pendingCount + ", ring=" + ring
                 + ", retired=" + retired + ", retiredMayReceive=" + retiredMayReceive + ", group=" + group
                 + ", released=" + released + '}';
     }
