@@ -48,6 +48,8 @@ void softrdma_internal_count(int kind, int delta);
 #define PDATA_MAX 196
 #define IB_CM_REJ_CONSUMER_DEFINED 28
 #define CONNECT_TIMEOUT_MS 5000
+/* as IB CM times out a REP that no RTU answers (SOFTRDMA_CM_REP_TIMEOUT_MS overrides, for tests) */
+#define REP_TIMEOUT_MS 15000
 
 #define CM_MAGIC_ID 0x434d4944u
 #define CM_MAGIC_CH 0x434d4348u
@@ -1297,6 +1299,14 @@ SR_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_p
 	return sync_wait(c, RDMA_CM_EVENT_ESTABLISHED);
 }
 
+static uint64_t rep_timeout_ms(void)
+{
+	const char *v = getenv("SOFTRDMA_CM_REP_TIMEOUT_MS");
+	long ms = v ? strtol(v, NULL, 10) : 0;
+
+	return ms > 0 ? (uint64_t)ms : REP_TIMEOUT_MS;
+}
+
 SR_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 {
 	struct cm_id *c = to_id(id);
@@ -1338,6 +1348,7 @@ SR_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_pa
 	fill_msg(c, &m, MSG_REP);
 	send_msg(c, &m);
 	set_state(c, CMS_REP_SENT);
+	c->deadline_ns = sr_clock_ns() + rep_timeout_ms() * 1000000ull;
 	pthread_mutex_unlock(&cm_lock);
 	return sync_wait(c, RDMA_CM_EVENT_ESTABLISHED);
 }
@@ -1668,7 +1679,9 @@ static void on_msg(struct cm_id *c, struct cm_msg *m)
 }
 
 /* a TCP connect that never completes is an unreachable peer; an accepted
- * connection whose REQ never (fully) arrives is dropped */
+ * connection whose REQ never (fully) arrives is dropped; a REP that no RTU
+ * answers times out as in IB CM: the passive side's QP goes to ERR and its id
+ * gets UNREACHABLE with -ETIMEDOUT (the kernel's rdma_cm on IB_CM_REP_ERROR) */
 static void check_timeouts(uint64_t now)
 {
 	for (struct cm_id *c = all_ids, *next; c; c = next) {
@@ -1680,6 +1693,12 @@ static void check_timeouts(uint64_t now)
 		} else if (c->state == CMS_REQ_WAIT && now > c->deadline_ns) {
 			cm_dbg("id %p: no REQ within %d ms", (void *)c, CONNECT_TIMEOUT_MS);
 			on_lost(c);
+		} else if (c->state == CMS_REP_SENT && now > c->deadline_ns) {
+			cm_dbg("id %p: no RTU for the REP", (void *)c);
+			set_state(c, CMS_ERROR);
+			qp_to_error(c);
+			id_close_fd(c);
+			queue_event(c, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, NULL, NULL, 0);
 		}
 	}
 }

@@ -107,3 +107,36 @@ TEST(cm_stalled_peer_leaves_others_alone, 40) {
     rdma_destroy_event_channel(sec);
     rdma_destroy_event_channel(lec);
 }
+
+/*
+ * A client that takes the server's REP and never answers with RTU (no QP of its own, it would call
+ * rdma_establish and does not): as IB CM times out such a REP, the server's id gets UNREACHABLE with
+ * -ETIMEDOUT after the REP timeout (shortened for the test), while the client stays alive.
+ */
+TEST(cm_rep_without_rtu_times_out, 30) {
+    if (!sr_object_count) SKIP("the REP timeout is shortened through the software device's environment");
+    setenv("SOFTRDMA_CM_REP_TIMEOUT_MS", "500", 1);
+    struct rdma_event_channel *lec = cm_channel(), *cec = cm_channel();
+    struct rdma_cm_id *listen;
+    uint16_t port = cm_listen(lec, &listen);
+    struct rdma_cm_id *cid = cm_resolve(cec, test_addr(), port);
+    struct rdma_conn_param cp = stall_param();
+    cp.qp_num = 0x321;
+    CHECK_OK(rdma_connect(cid, &cp));
+    struct rdma_cm_event *ev = cm_expect(lec, RDMA_CM_EVENT_CONNECT_REQUEST, TMO);
+    struct rdma_cm_id *sid = ev->id;
+    CHECK_OK(rdma_ack_cm_event(ev));
+    struct rdma_conn_param sp = stall_param();
+    sp.qp_num = 0x654;
+    CHECK_OK(rdma_accept(sid, &sp));
+    CHECK_OK(rdma_ack_cm_event(cm_expect(cec, RDMA_CM_EVENT_CONNECT_RESPONSE, TMO)));
+    ev = cm_expect(lec, RDMA_CM_EVENT_UNREACHABLE, TMO);
+    CHECK(ev->id == sid, "UNREACHABLE for the accepted id");
+    CHECK(ev->status == -ETIMEDOUT, "status %d (expected -ETIMEDOUT)", ev->status);
+    CHECK_OK(rdma_ack_cm_event(ev));
+    CHECK_OK(rdma_destroy_id(sid));
+    CHECK_OK(rdma_destroy_id(cid));
+    CHECK_OK(rdma_destroy_id(listen));
+    rdma_destroy_event_channel(cec);
+    rdma_destroy_event_channel(lec);
+}
