@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export JAVA_HOME="${JAVA_HOME:-$(ls -d /usr/lib/jvm/*25* | head -1)}"
-mvn -B -q -ntp ${MVN_OPTS:-} -pl examples/rpc -am test-compile -DskipTests
+# install: the classpath below names the sibling modules' jars
+mvn -B -q -ntp ${MVN_OPTS:-} -pl examples/rpc -am install -DskipTests
 mvn -B -q -ntp ${MVN_OPTS:-} -pl examples/rpc dependency:build-classpath -Dmdep.outputFile=target/classpath.txt
 cd examples/rpc
 exec "$JAVA_HOME/bin/java" --enable-native-access=ALL-UNNAMED -Dio.netty.leakDetection.level=disabled \

@@ -133,7 +133,6 @@ java_selectors=(
   --select-class="$rdma.RdmaReceiveCopyTest"
   --select-class="$rdma.RdmaHandshakeTimeoutTest"
   --select-class="$rdma.RdmaDiagnosticsTest"
-  --select-class="$rdma.RdmaDatagramChannelTest"
   --select-class="$rdma.testsuite.process.TwoProcessEchoTest"
   --select-class="$rdma.testsuite.RdmaEchoTest"
   --select-class="$rdma.testsuite.RdmaStringEchoTest"

@@ -327,6 +327,8 @@ public final class RdmaIoHandler implements IoHandler {
                 }
                 work += n;
             } while (n == wcs.capacity());
+            // Receives posted again for other peers (a flood took theirs) must not wait for this loop's next send.
+            g.flush();
         }
         for (int i = 0; i < touched.size(); i++) {
             Registration r = touched.get(i);
