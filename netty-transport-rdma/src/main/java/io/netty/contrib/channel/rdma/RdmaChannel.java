@@ -488,6 +488,12 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
             local = cmId.localAddress();
             remote = cmId.remoteAddress();
             fulfillConnect();
+            // The server may have sent before this event came: deliver what waits, answer what it asked for
+            // (a ring, credits).
+            readReady();
+            if (open && connection != null) {
+                connection.flushReceives();
+            }
         } else {
             active = true;
             if (handshakePending) {

@@ -129,6 +129,11 @@ final class RdmaConnection implements ReceiveRing.Owner {
     private final int sqDepth;
     private final SendQueue sends;
     private SendWindow window;
+    /**
+     * Receive credits the peer granted in messages that arrived before this side saw the connection established
+     * (a client's ESTABLISHED event may come after the server's first sends); {@link #start} adds them.
+     */
+    private int earlyRecvCredits;
     private long peerRingAddress;
     private int peerRingRkey;
     private int peerMaxSend;
@@ -232,6 +237,8 @@ final class RdmaConnection implements ReceiveRing.Owner {
     /** Takes what the peer offered; sending may start. */
     void start(ConnectParameters peer) {
         window = new SendWindow(peer.recvCredits(), peer.ringSize());
+        window.grant(earlyRecvCredits, 0);
+        earlyRecvCredits = 0;
         peerRingAddress = peer.ringAddress();
         peerRingRkey = peer.ringRkey();
         peerMaxSend = peer.recvBufferSize() - MessageHeader.LENGTH;
@@ -285,6 +292,10 @@ final class RdmaConnection implements ReceiveRing.Owner {
             header.wrap(ALL_MEMORY, address).validate(length);
             if (window != null) {
                 window.grant(header.recvCredits(), header.ringCredits());
+            } else if (header.ringCredits() != 0) {
+                throw new ProtocolException("ring credits returned before the connection was established");
+            } else {
+                earlyRecvCredits += header.recvCredits();
             }
             int flags = header.flags();
             if ((flags & MessageHeader.FLAG_RING_SEEN) != 0) {
