@@ -1,10 +1,13 @@
 /*
  * The floors that perftest's numbers are compared with (native/scripts/perftest.sh), measured in the
  * same run on the same machine:
- *   floor pingpong [-n iters] [-s bytes]   raw-verbs SEND ping-pong between two RC QPs of ONE process,
+ *   floor pingpong [-n iters] [-s bytes]   raw-verbs ping-pong between two RC QPs of ONE process,
  *                                          one busy-polling thread per side, as ib_send_lat does
  *                                          between two; prints the median and 99th percentile of
- *                                          half a round trip (ib_send_lat's t_typical)
+ *                                          half a round trip (ib_send_lat's t_typical). The operation
+ *                                          is the one the transport uses for that size: SEND up to
+ *                                          8 KiB (its receive slot), RDMA WRITE WITH IMMEDIATE above;
+ *                                          the path MTU is the port's active MTU, as rdma_cm sets it
  *   floor tcp [-s bytes] [-t seconds]      TCP loopback throughput between two processes, one
  *                                          writer and one reader of bytes-sized writes (MB/s = 10^6)
  *   floor connect [-n conns] [-w wave] [-a addr]
@@ -52,12 +55,16 @@ struct side {
 	uint8_t *buf;
 	int size, iters;
 	uint64_t *rtt;                  /* ping side only */
+	struct side *peer;              /* WRITE WITH IMMEDIATE writes the peer's buffer */
 };
+
+/* the transport's receive slot: larger messages go as RDMA WRITE WITH IMMEDIATE */
+#define SEND_MAX 8192
 
 static void post_recv(struct side *s)
 {
 	struct ibv_sge sge = { (uintptr_t)s->buf, (uint32_t)s->size, s->mr->lkey };
-	struct ibv_recv_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1 }, *bad;
+	struct ibv_recv_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = s->size > SEND_MAX ? 0 : 1 }, *bad;
 
 	if (ibv_post_recv(s->qp, &wr, &bad))
 		die("ibv_post_recv");
@@ -71,6 +78,12 @@ static void post_send(struct side *s)
 
 	if (s->size <= 64)
 		wr.send_flags |= IBV_SEND_INLINE;
+	if (s->size > SEND_MAX) {
+		wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+		wr.imm_data = htonl((uint32_t)s->size);
+		wr.wr.rdma.remote_addr = (uintptr_t)s->peer->buf;
+		wr.wr.rdma.rkey = s->peer->mr->rkey;
+	}
 	if (ibv_post_send(s->qp, &wr, &bad))
 		die("ibv_post_send");
 }
@@ -90,7 +103,7 @@ static void wait_recv(struct side *s)
 				fprintf(stderr, "floor: completion status %s\n", ibv_wc_status_str(wc[i].status));
 				exit(1);
 			}
-			if (wc[i].opcode == IBV_WC_RECV)
+			if (wc[i].opcode == IBV_WC_RECV || wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM)
 				return;
 		}
 	}
@@ -120,16 +133,16 @@ static void ping(struct side *s)
 	}
 }
 
-static void connect_qp(struct ibv_qp *qp, uint32_t dest, const union ibv_gid *gid)
+static void connect_qp(struct ibv_qp *qp, uint32_t dest, const union ibv_gid *gid, enum ibv_mtu mtu)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-				 .qp_access_flags = IBV_ACCESS_LOCAL_WRITE };
+				 .qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE };
 
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
 		die("modify INIT");
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
+	a.path_mtu = mtu;
 	a.dest_qp_num = dest;
 	a.rq_psn = 1;
 	a.max_dest_rd_atomic = 1;
@@ -166,13 +179,14 @@ static int pingpong(int iters, int size)
 	struct ibv_pd *pd;
 	struct side s[2];
 	union ibv_gid gid;
+	struct ibv_port_attr port;
 	pthread_t th;
 	int warm = iters / 10;
 
 	if (!list || !list[0])
 		die("no RDMA device");
 	ctx = ibv_open_device(list[0]);
-	if (!ctx || ibv_query_gid(ctx, 1, 0, &gid))
+	if (!ctx || ibv_query_gid(ctx, 1, 0, &gid) || ibv_query_port(ctx, 1, &port))
 		die("ibv_open_device");
 	pd = ibv_alloc_pd(ctx);
 	if (!pd)
@@ -190,14 +204,16 @@ static int pingpong(int iters, int size)
 		s[i].cq = ibv_create_cq(ctx, 32, NULL, NULL, 0);
 		if (!s[i].buf || !s[i].cq)
 			die("ibv_create_cq");
-		s[i].mr = ibv_reg_mr(pd, s[i].buf, (size_t)size, IBV_ACCESS_LOCAL_WRITE);
+		s[i].mr = ibv_reg_mr(pd, s[i].buf, (size_t)size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 		qa.send_cq = qa.recv_cq = s[i].cq;
 		s[i].qp = ibv_create_qp(pd, &qa);
 		if (!s[i].mr || !s[i].qp)
 			die("ibv_create_qp");
 	}
-	connect_qp(s[0].qp, s[1].qp->qp_num, &gid);
-	connect_qp(s[1].qp, s[0].qp->qp_num, &gid);
+	s[0].peer = &s[1];
+	s[1].peer = &s[0];
+	connect_qp(s[0].qp, s[1].qp->qp_num, &gid, port.active_mtu);
+	connect_qp(s[1].qp, s[0].qp->qp_num, &gid, port.active_mtu);
 	s[0].rtt = calloc((size_t)(iters + warm), sizeof(uint64_t));
 	post_recv(&s[0]);
 	post_recv(&s[1]);
@@ -206,8 +222,8 @@ static int pingpong(int iters, int size)
 	ping(&s[0]);
 	pthread_join(th, NULL);
 	qsort(s[0].rtt + warm, (size_t)iters, sizeof(uint64_t), cmp_u64);
-	printf("pingpong %d B in-process: half round trip p50 %.2f us  p99 %.2f us  (round trip p50 %.2f us)\n",
-	       size, s[0].rtt[warm + iters / 2] / 2000.0, s[0].rtt[warm + iters * 99 / 100] / 2000.0,
+	printf("pingpong %d B in-process (%s): half round trip p50 %.2f us  p99 %.2f us  (round trip p50 %.2f us)\n",
+	       size, size > SEND_MAX ? "write with immediate" : "send", s[0].rtt[warm + iters / 2] / 2000.0, s[0].rtt[warm + iters * 99 / 100] / 2000.0,
 	       s[0].rtt[warm + iters / 2] / 1000.0);
 	for (int i = 0; i < 2; i++) {
 		ibv_destroy_qp(s[i].qp);

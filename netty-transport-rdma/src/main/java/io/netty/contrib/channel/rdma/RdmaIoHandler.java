@@ -194,15 +194,24 @@ public final class RdmaIoHandler implements IoHandler {
         if (work > 0 || !context.canBlock()) {
             return work;
         }
-        long spinUntil = config.pureSpin() ? Long.MAX_VALUE : System.nanoTime() + config.spinNanos();
+        // Spin from the last work on: while completions keep coming sooner than spinNanos apart, the loop never
+        // blocks. IoHandlerContext.delayNanos takes System.nanoTime(); deadlineNanos() would not (it counts from
+        // the executor's ticker), which is why the spin is bounded by the delay.
+        long now = System.nanoTime();
+        long taskDue = now + context.delayNanos(now);
+        long spinUntil = config.pureSpin() ? Long.MAX_VALUE : now + config.spinNanos();
         int spins = 0;
         while (!wakeRequested) {
             work = poll(cmTurn());
             if (work > 0) {
                 return work;
             }
-            long now = System.nanoTime();
-            if (now - spinUntil >= 0 || context.deadlineNanos() != -1 && now - context.deadlineNanos() >= 0) {
+            now = System.nanoTime();
+            if (now - taskDue >= 0) {
+                // A scheduled task is due: the event loop runs it, then calls run() again.
+                return 0;
+            }
+            if (now - spinUntil >= 0) {
                 break;
             }
             // Adaptive loops share the machine: after a while, let other threads run. Pure spin owns its core.
@@ -212,7 +221,7 @@ public final class RdmaIoHandler implements IoHandler {
                 Thread.yield();
             }
         }
-        if (wakeRequested || config.pureSpin()) {
+        if (wakeRequested) {
             return 0;
         }
         return block(context);

@@ -6,10 +6,14 @@ import static io.netty.util.internal.ObjectUtil.checkPositiveOrZero;
 /**
  * How an {@link RdmaIoHandler} waits for work.
  *
- * <p>By default (adaptive) the loop busy-polls its completion queue for {@link #spinNanos()} after the last
- * work, backing off with {@link Thread#onSpinWait()} and {@link Thread#yield()} so co-located loops still make
- * progress; then it arms the completion queue and blocks in {@code epoll_wait} until a completion, an rdma_cm
- * event, a task or a timer. {@link #spinning()} never blocks: the lowest latency, one core per loop.
+ * <p>By default (adaptive) the loop keeps polling its completion queues for {@link #spinNanos()} after the last
+ * work it found: each completion, rdma_cm event or task starts the spin again, so under continuous traffic (events
+ * less than {@code spinNanos} apart, such as an echo) it never blocks and behaves like busy-polling. While it spins
+ * it calls {@link Thread#onSpinWait()}, then {@link Thread#yield()} so co-located loops still make progress. A
+ * scheduled task that falls due ends the spin (the event loop runs it, then the loop spins again); a task submitted
+ * from another thread ends it too. After {@code spinNanos} without work it arms the completion queues and blocks in
+ * {@code epoll_wait} until a completion, an rdma_cm event, a task or the next timer: an idle loop uses no CPU.
+ * {@link #spinning()} never blocks: the lowest latency, one core per loop.
  */
 public final class RdmaIoHandlerConfig {
     static final long DEFAULT_SPIN_NANOS = 50_000;

@@ -1,30 +1,13 @@
 package io.netty.contrib.channel.rdma;
 
-import io.netty.bootstrap.Bootstrap;
-import io.netty.bootstrap.ServerBootstrap;
-import io.netty.buffer.ByteBuf;
-import io.netty.channel.Channel;
-import io.netty.channel.ChannelHandler.Sharable;
-import io.netty.channel.ChannelHandlerContext;
-import io.netty.channel.ChannelInboundHandlerAdapter;
-import io.netty.channel.ChannelInitializer;
-import io.netty.channel.EventLoopGroup;
-import io.netty.channel.MultiThreadIoEventLoopGroup;
-import io.netty.channel.socket.SocketChannel;
-import io.netty.contrib.channel.rdma.internal.verbs.TestAddress;
 import io.netty.util.ResourceLeakDetector;
-import io.netty.util.concurrent.DefaultThreadFactory;
-import io.netty.util.concurrent.Promise;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-import java.lang.reflect.Method;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
-import java.util.concurrent.ThreadFactory;
-import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
@@ -44,21 +27,6 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  */
 @Timeout(300)
 class RdmaLoopAllocationTest {
-    // Through reflection: the module this test is compiled into does not read java.management / jdk.management.
-    private static final Object THREADS;
-    private static final Method ALLOCATED;
-
-    static {
-        try {
-            THREADS = Class.forName("java.lang.management.ManagementFactory").getMethod("getThreadMXBean")
-                    .invoke(null);
-            ALLOCATED = Class.forName("com.sun.management.ThreadMXBean")
-                    .getMethod("getThreadAllocatedBytes", long.class);
-        } catch (ReflectiveOperationException e) {
-            throw new ExceptionInInitializerError(e);
-        }
-    }
-
     private static final int SIZE = 64;
     private static final int WARMUP = Integer.getInteger("rdma.test.allocation.warmup", 30_000);
     private static final int ECHOES = Integer.getInteger("rdma.test.allocation.echoes", 4_000);
@@ -84,38 +52,21 @@ class RdmaLoopAllocationTest {
     }
 
     private static void measure(String name, RdmaIoHandlerConfig config) throws Exception {
-        LoopThread serverThread = new LoopThread("alloc-server");
-        LoopThread clientThread = new LoopThread("alloc-client");
-        EventLoopGroup serverGroup = new MultiThreadIoEventLoopGroup(1, serverThread,
-                RdmaIoHandler.newFactory(config));
-        EventLoopGroup clientGroup = new MultiThreadIoEventLoopGroup(1, clientThread,
-                RdmaIoHandler.newFactory(config));
         ResourceLeakDetector.Level level = ResourceLeakDetector.getLevel();
         // Under PARANOID (the leak-tests JVM, or a run that asks for it) every buffer is tracked, whatever the level
         // is switched to later: nothing to measure there.
         assumeTrue(level != ResourceLeakDetector.Level.PARANOID, "leak detection is " + level);
-        try {
-            Channel server = new ServerBootstrap().group(serverGroup).channel(RdmaServerChannel.class)
-                    .childHandler(new ChannelInitializer<SocketChannel>() {
-                        @Override
-                        protected void initChannel(SocketChannel ch) {
-                            ch.pipeline().addLast(Echo.INSTANCE);
-                        }
-                    }).bind(TestAddress.get(), 0).sync().channel();
-            Channel client = new Bootstrap().group(clientGroup).channel(RdmaChannel.class)
-                    .handler(new PingPong()).connect(server.localAddress()).sync().channel();
-            PingPong pingPong = client.pipeline().get(PingPong.class);
-            pingPong.run(WARMUP);
-
+        try (EchoLoops loops = new EchoLoops(config, SIZE)) {
+            loops.pingPong.run(WARMUP);
             List<Double> withDetector = new ArrayList<>();
             for (int i = 0; i < 3; i++) {
-                withDetector.add(perEcho(pingPong, serverThread, clientThread));
+                withDetector.add(perEcho(loops));
             }
             ResourceLeakDetector.setLevel(ResourceLeakDetector.Level.DISABLED);
-            pingPong.run(ECHOES); // buffers tracked before the switch are gone
+            loops.pingPong.run(ECHOES); // buffers tracked before the switch are gone
             List<Double> rounds = new ArrayList<>();
             for (int i = 0; i < ROUNDS; i++) {
-                rounds.add(perEcho(pingPong, serverThread, clientThread));
+                rounds.add(perEcho(loops));
             }
             double median = rounds.stream().mapToDouble(Double::doubleValue).sorted().skip(ROUNDS / 2).findFirst()
                     .orElseThrow();
@@ -124,128 +75,15 @@ class RdmaLoopAllocationTest {
                     ECHOES, rounds.stream().map(d -> String.format(Locale.ROOT, "%.2f", d)).toList());
             assertThat(median).as("heap allocated by the loop threads per echo (median of %s)", rounds)
                     .isLessThan(BOUND);
-            client.close().sync();
-            server.close().sync();
         } finally {
             ResourceLeakDetector.setLevel(level);
-            clientGroup.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
-            serverGroup.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
         }
     }
 
-    private static double perEcho(PingPong pingPong, LoopThread server, LoopThread client) throws Exception {
-        long before = server.allocated() + client.allocated();
-        pingPong.run(ECHOES);
-        long after = server.allocated() + client.allocated();
+    private static double perEcho(EchoLoops loops) throws Exception {
+        long before = loops.allocated();
+        loops.pingPong.run(ECHOES);
+        long after = loops.allocated();
         return (double) (after - before) / ECHOES;
-    }
-
-    /** Remembers the one thread of its group. */
-    private static final class LoopThread implements ThreadFactory {
-        private final ThreadFactory delegate;
-        private volatile Thread thread;
-
-        LoopThread(String name) {
-            delegate = new DefaultThreadFactory(name);
-        }
-
-        @Override
-        public Thread newThread(Runnable r) {
-            Thread t = delegate.newThread(r);
-            thread = t;
-            return t;
-        }
-
-        long allocated() throws ReflectiveOperationException {
-            return (long) ALLOCATED.invoke(THREADS, thread.threadId());
-        }
-    }
-
-    @Sharable
-    private static final class Echo extends ChannelInboundHandlerAdapter {
-        static final Echo INSTANCE = new Echo();
-
-        @Override
-        public void channelRead(ChannelHandlerContext ctx, Object msg) {
-            ctx.write(msg, ctx.voidPromise());
-        }
-
-        @Override
-        public void channelReadComplete(ChannelHandlerContext ctx) {
-            ctx.flush();
-        }
-    }
-
-    /** Sends one message, waits for all of it to come back, sends it again: the same buffer every time. */
-    private static final class PingPong extends ChannelInboundHandlerAdapter {
-        private ChannelHandlerContext ctx;
-        private ByteBuf message;
-        private int received;
-        private int remaining;
-        private Promise<Void> done;
-
-        @Override
-        public void handlerAdded(ChannelHandlerContext ctx) {
-            this.ctx = ctx;
-        }
-
-        void run(int echoes) throws Exception {
-            Promise<Void> promise = ctx.executor().newPromise();
-            ctx.executor().execute(() -> {
-                if (message == null) {
-                    message = ctx.alloc().directBuffer(SIZE, SIZE);
-                    for (int i = 0; i < SIZE; i++) {
-                        message.writeByte(i);
-                    }
-                }
-                done = promise;
-                remaining = echoes;
-                send();
-            });
-            assertThat(promise.await(120, TimeUnit.SECONDS)).as("echoes done in time").isTrue();
-            promise.sync();
-        }
-
-        private void send() {
-            message.retain().readerIndex(0);
-            received = 0;
-            ctx.writeAndFlush(message, ctx.voidPromise());
-        }
-
-        @Override
-        public void channelRead(ChannelHandlerContext ctx, Object msg) {
-            ByteBuf buf = (ByteBuf) msg;
-            received += buf.readableBytes();
-            buf.release();
-            if (received < SIZE) {
-                return;
-            }
-            if (received > SIZE) {
-                done.tryFailure(new IllegalStateException(received + " bytes came back for " + SIZE));
-            } else if (--remaining == 0) {
-                done.trySuccess(null);
-            } else {
-                send();
-            }
-        }
-
-        @Override
-        public void channelInactive(ChannelHandlerContext ctx) {
-            if (done != null) {
-                done.tryFailure(new IllegalStateException("echo connection closed"));
-            }
-            if (message != null) {
-                message.release();
-                message = null;
-            }
-        }
-
-        @Override
-        public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
-            if (done != null) {
-                done.tryFailure(cause);
-            }
-            ctx.close();
-        }
     }
 }

@@ -33,7 +33,7 @@ import java.util.concurrent.TimeUnit;
  */
 public final class BenchClient {
     /** Echoes longer than this are recorded as this (they would not fit the histogram). */
-    private static final long MAX_RTT_NANOS = TimeUnit.SECONDS.toNanos(60);
+    static final long MAX_RTT_NANOS = TimeUnit.SECONDS.toNanos(60);
     private static final long PHASE_TIMEOUT_SECONDS = 120;
 
     private final Transport transport;
