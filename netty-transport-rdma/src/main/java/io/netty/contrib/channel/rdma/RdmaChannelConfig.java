@@ -42,6 +42,7 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
     static final int DEFAULT_RING_SIZE = 1 << 20;
     static final int DEFAULT_SEND_QUEUE_DEPTH = 64;
     static final int DEFAULT_MAX_INLINE_DATA = 128;
+    static final int DEFAULT_WRITE_COALESCE_THRESHOLD = 2048;
     static final int DEFAULT_RESOLVE_TIMEOUT_MILLIS = 2000;
     static final int DEFAULT_ESTABLISH_TIMEOUT_MILLIS = 10_000;
 
@@ -53,6 +54,7 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
     private volatile int ringSize = DEFAULT_RING_SIZE;
     private volatile int sendQueueDepth = DEFAULT_SEND_QUEUE_DEPTH;
     private volatile int maxInlineData = DEFAULT_MAX_INLINE_DATA;
+    private volatile int writeCoalesceThreshold = DEFAULT_WRITE_COALESCE_THRESHOLD;
     private volatile int resolveTimeoutMillis = DEFAULT_RESOLVE_TIMEOUT_MILLIS;
     private volatile int establishTimeoutMillis = DEFAULT_ESTABLISH_TIMEOUT_MILLIS;
     private volatile int trafficClass;
@@ -73,7 +75,7 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
                 RdmaChannelOption.RECEIVE_SLOT_SIZE, RdmaChannelOption.RING_SIZE, RdmaChannelOption.RECEIVE_ZERO_COPY,
                 RdmaChannelOption.ALLOW_PD_WIDE_RKEYS,
                 RdmaChannelOption.SEND_QUEUE_DEPTH, RdmaChannelOption.MAX_INLINE_DATA,
-                RdmaChannelOption.RESOLVE_TIMEOUT_MILLIS, RdmaChannelOption.ESTABLISH_TIMEOUT_MILLIS);
+                RdmaChannelOption.WRITE_COALESCE_THRESHOLD, RdmaChannelOption.RESOLVE_TIMEOUT_MILLIS, RdmaChannelOption.ESTABLISH_TIMEOUT_MILLIS);
     }
 
     @SuppressWarnings("unchecked")
@@ -124,6 +126,9 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
         if (option == RdmaChannelOption.MAX_INLINE_DATA) {
             return (T) Integer.valueOf(getMaxInlineData());
         }
+        if (option == RdmaChannelOption.WRITE_COALESCE_THRESHOLD) {
+            return (T) Integer.valueOf(getWriteCoalesceThreshold());
+        }
         if (option == RdmaChannelOption.RESOLVE_TIMEOUT_MILLIS) {
             return (T) Integer.valueOf(getResolveTimeoutMillis());
         }
@@ -166,6 +171,8 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
             setSendQueueDepth((Integer) value);
         } else if (option == RdmaChannelOption.MAX_INLINE_DATA) {
             setMaxInlineData((Integer) value);
+        } else if (option == RdmaChannelOption.WRITE_COALESCE_THRESHOLD) {
+            setWriteCoalesceThreshold((Integer) value);
         } else if (option == RdmaChannelOption.RESOLVE_TIMEOUT_MILLIS) {
             setResolveTimeoutMillis((Integer) value);
         } else if (option == RdmaChannelOption.ESTABLISH_TIMEOUT_MILLIS) {
@@ -254,6 +261,16 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
     /** @see RdmaChannelOption#MAX_INLINE_DATA */
     public RdmaChannelConfig setMaxInlineData(int maxInlineData) {
         this.maxInlineData = checkInRange(maxInlineData, 0, 1024, "maxInlineData");
+        return this;
+    }
+
+    public int getWriteCoalesceThreshold() {
+        return writeCoalesceThreshold;
+    }
+
+    /** @see RdmaChannelOption#WRITE_COALESCE_THRESHOLD */
+    public RdmaChannelConfig setWriteCoalesceThreshold(int writeCoalesceThreshold) {
+        this.writeCoalesceThreshold = checkInRange(writeCoalesceThreshold, 0, 1 << 20, "writeCoalesceThreshold");
         return this;
     }
 

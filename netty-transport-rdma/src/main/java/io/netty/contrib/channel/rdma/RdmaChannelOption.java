@@ -58,6 +58,16 @@ public final class RdmaChannelOption<T> extends ChannelOption<T> {
     public static final ChannelOption<Integer> SEND_QUEUE_DEPTH = valueOf(RdmaChannelOption.class,
             "SEND_QUEUE_DEPTH");
 
+    /**
+     * Writes of at most this many bytes are coalesced: the small writes that follow one another in a flush are
+     * copied together into one SEND of up to the peer's receive slot ({@link #RECEIVE_SLOT_SIZE} less the message
+     * header), as a TCP transport gathers a flush into one {@code writev}. Larger writes go from where they lie, in
+     * their order among the small ones. A write alone in its flush is never copied. 0 sends every write as its
+     * own message. Default 2048.
+     */
+    public static final ChannelOption<Integer> WRITE_COALESCE_THRESHOLD = valueOf(RdmaChannelOption.class,
+            "WRITE_COALESCE_THRESHOLD");
+
     /** Payloads up to this many bytes are copied into the work request ({@code IBV_SEND_INLINE}). Default 128. */
     public static final ChannelOption<Integer> MAX_INLINE_DATA = valueOf(RdmaChannelOption.class,
             "MAX_INLINE_DATA");
