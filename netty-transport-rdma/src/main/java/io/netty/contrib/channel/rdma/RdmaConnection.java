@@ -137,6 +137,11 @@ final class RdmaConnection implements ReceiveRing.Owner {
     private long peerRingAddress;
     private int peerRingRkey;
     private int peerMaxSend;
+    /** Writes up to this size are copied together ({@link RdmaChannelOption#WRITE_COALESCE_THRESHOLD}). */
+    private final int coalesceThreshold;
+    /** Writes that went out copied together with others, and the SENDs that carried them. */
+    private long coalescedWrites;
+    private long coalescedSends;
     private int maxRingWrite;
     private boolean peerRingGeneration;
     /** This side took a RING message of the peer and has not told it yet ({@link MessageHeader#FLAG_RING_SEEN}). */
@@ -162,6 +167,7 @@ final class RdmaConnection implements ReceiveRing.Owner {
         this.pdWideRings = !device.windows();
         this.ringSize = ringSize(config, device);
         this.zeroCopy = config.isReceiveZeroCopy();
+        this.coalesceThreshold = config.getWriteCoalesceThreshold();
         int initialCredits = config.getInitialReceiveCredits();
         int maxCredits = config.getReceiveCredits();
         this.credits = new ReceiveWindow(initialCredits, maxCredits);
@@ -632,6 +638,13 @@ final class RdmaConnection implements ReceiveRing.Owner {
                 if (sends.room() <= 0) {
                     return false;
                 }
+                if (readable <= coalesceThreshold && readable <= peerMaxSend && in.size() > 1
+                        && worthCoalescing(in)) {
+                    if (!coalesce(in)) {
+                        return false;
+                    }
+                    continue;
+                }
                 int chunk;
                 if (readable > peerMaxSend && maxRingWrite > 0) {
                     chunk = Math.min(readable, maxRingWrite);
@@ -735,6 +748,96 @@ final class RdmaConnection implements ReceiveRing.Owner {
         }
     }
 
+    /** Whether the flush starts with two small writes, or with one before a large write that can take it along. */
+    private boolean worthCoalescing(ChannelOutboundBuffer in) {
+        lookahead.reset();
+        try {
+            in.forEachFlushedMessage(lookahead);
+        } catch (Exception e) {
+            throw new IllegalStateException(e); // the processor throws nothing
+        }
+        return lookahead.smalls >= 2 || lookahead.largeFollows && maxRingWrite > peerMaxSend;
+    }
+
+    private final Lookahead lookahead = new Lookahead();
+
+    /** Looks at the first two messages of a flush: small writes, and whether a large one comes after the first. */
+    private final class Lookahead implements ChannelOutboundBuffer.MessageProcessor {
+        int smalls;
+        boolean largeFollows;
+
+        void reset() {
+            smalls = 0;
+            largeFollows = false;
+        }
+
+        @Override
+        public boolean processMessage(Object msg) {
+            if (msg instanceof ByteBuf buf) {
+                int n = buf.readableBytes();
+                if (n <= coalesceThreshold && n <= peerMaxSend) {
+                    return ++smalls < 2;
+                }
+                largeFollows = n > peerMaxSend;
+            }
+            return false;
+        }
+    }
+
+    /**
+     * Copies the small writes at the head of the flush, as many as fit a SEND, into one registered buffer. If a
+     * large write follows and the peer's ring has room, they travel at the head of its (first) ring write, two
+     * buffers in one work request; otherwise as one SEND. Stops gathering at the first write that is larger than
+     * the threshold, does not fit, or is not a buffer: it goes next, in order.
+     *
+     * @return {@code false} when out of credit (nothing was taken from {@code in})
+     */
+    private boolean coalesce(ChannelOutboundBuffer in) {
+        if (!window.tryAcquireMessage()) {
+            return false;
+        }
+        ByteBuf staging = alloc.directBuffer(peerMaxSend, peerMaxSend);
+        try {
+            int writes = 0;
+            Object next;
+            for (;;) {
+                next = in.current();
+                if (!(next instanceof ByteBuf buf)) {
+                    break;
+                }
+                int n = buf.readableBytes();
+                if (n > coalesceThreshold || n > staging.writableBytes()) {
+                    break;
+                }
+                staging.writeBytes(buf, buf.readerIndex(), n);
+                // Completes the write's promise, as a post does: the bytes are the connection's now.
+                in.remove();
+                writes++;
+            }
+            int head = staging.readableBytes();
+            coalescedWrites += writes;
+            coalescedSends++;
+            if (next instanceof ByteBuf large && large.readableBytes() > peerMaxSend && maxRingWrite > head) {
+                int chunk = Math.min(large.readableBytes(), maxRingWrite - head);
+                long offset = window.tryReserveRing(head + chunk);
+                if (offset >= 0) {
+                    sends.ringWrite(staging, head, large, chunk,
+                            Immediate.encode(head + chunk, window.lastWrapped(), peerRingGeneration),
+                            peerRingAddress + offset, peerRingRkey);
+                    in.removeBytes(chunk);
+                    bytesOut += head + chunk;
+                    return true;
+                }
+            }
+            writeHeader(MessageHeader.TYPE_DATA, 0);
+            sends.send(staging, head);
+            bytesOut += head;
+        } finally {
+            staging.release(); // the send holds its own reference until it completes
+        }
+        return true;
+    }
+
     private boolean prepareSend(ByteBuf buf, int length, int flags) {
         if (!window.tryAcquireMessage()) {
             return false;
@@ -804,10 +907,21 @@ final class RdmaConnection implements ReceiveRing.Owner {
         sends.released(wcs, i);
     }
 
+    /** Writes that went out copied together with others. */
+    long coalescedWrites() {
+        return coalescedWrites;
+    }
+
+    /** SENDs that carried coalesced writes. */
+    long coalescedSends() {
+        return coalescedSends;
+    }
+
     @Override
     public String toString() {
-        return "RdmaConnection{in=" + bytesIn + " B, out=" + bytesOut + " B, window=" + window + ", credits="
-                + credits + ", " + sends + ", pending=" + pendingCount + ", ring=" + ring
+        return "RdmaConnection{in=" + bytesIn + " B, out=" + bytesOut + " B, coalesced=" + coalescedWrites
+                + " writes in " + coalescedSends + " sends, window=" + window + ", credits=" + credits + ", " + sends
+                + ", pending=" + pendingCount + ", ring=" + ring
                 + ", retired=" + retired + ", retiredMayReceive=" + retiredMayReceive + ", group=" + group
                 + ", released=" + released + '}';
     }

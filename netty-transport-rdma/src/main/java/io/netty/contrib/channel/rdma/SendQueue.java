@@ -42,6 +42,8 @@ final class SendQueue {
     private final SendWorkRequests wrs;
     private final int[] batchFlags;
     private final ByteBuf[] inflight;
+    /** The second buffer of a two-buffer ring write, by slot. */
+    private final ByteBuf[] inflightSecond;
     private final MessageHeader ringPayload = new MessageHeader();
     private int batch;
     private long posted;
@@ -72,6 +74,7 @@ final class SendQueue {
         this.wrs = wrs;
         this.batchFlags = batchFlags;
         this.inflight = new ByteBuf[depth];
+        this.inflightSecond = new ByteBuf[depth];
     }
 
     /** Bytes of header memory a queue of {@code depth} needs. */
@@ -110,7 +113,7 @@ final class SendQueue {
         wrs.sgeAddress(i, 0, headers.address() + (long) slot * MessageHeader.LENGTH, MessageHeader.LENGTH,
                 headerLkey);
         if (payload != null) {
-            payloadSge(i, 1, slot, payload, length);
+            inflight[slot] = payloadSge(i, 1, payload, length);
             wrs.numSge(i, 2);
         } else {
             wrs.numSge(i, 1);
@@ -150,14 +153,35 @@ final class SendQueue {
         wrs.set(i, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.RDMA_WRITE_WITH_IMM, 0);
         wrs.immData(i, immediate);
         wrs.rdma(i, remoteAddress, rkey);
-        payloadSge(i, 0, slot, payload, length);
+        inflight[slot] = payloadSge(i, 0, payload, length);
         wrs.numSge(i, 1);
         batchFlags[i] = 0;
         batch++;
     }
 
-    /** Points SGE {@code j} at {@code length} readable bytes of {@code buf}: in place if registered, else a copy. */
-    private void payloadSge(int i, int j, int slot, ByteBuf buf, int length) {
+    /**
+     * Adds an RDMA WRITE WITH IMMEDIATE of {@code firstLength} bytes of {@code first} followed by
+     * {@code secondLength} bytes of {@code second}: one message in the peer's ring, from two buffers.
+     */
+    void ringWrite(ByteBuf first, int firstLength, ByteBuf second, int secondLength, int immediate,
+                   long remoteAddress, int rkey) {
+        int i = batch;
+        int slot = slotOf(posted + i);
+        wrs.set(i, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.RDMA_WRITE_WITH_IMM, 0);
+        wrs.immData(i, immediate);
+        wrs.rdma(i, remoteAddress, rkey);
+        inflight[slot] = payloadSge(i, 0, first, firstLength);
+        inflightSecond[slot] = payloadSge(i, 1, second, secondLength);
+        wrs.numSge(i, 2);
+        batchFlags[i] = 0;
+        batch++;
+    }
+
+    /**
+     * Points SGE {@code j} at {@code length} readable bytes of {@code buf}: in place if registered, else a copy.
+     * Returns the buffer to hold until the send completes.
+     */
+    private ByteBuf payloadSge(int i, int j, ByteBuf buf, int length) {
         long lkey = RegisteredBuffer.lkey(buf, pool);
         ByteBuf held;
         long address;
@@ -176,8 +200,8 @@ final class SendQueue {
             }
             address = held.memoryAddress();
         }
-        inflight[slot] = held;
         wrs.sgeAddress(i, j, address, length, (int) lkey);
+        return held;
     }
 
     /** Posts the batch in one doorbell. */
@@ -231,6 +255,11 @@ final class SendQueue {
                 inflight[at] = null;
                 held.release();
             }
+            held = inflightSecond[at];
+            if (held != null) {
+                inflightSecond[at] = null;
+                held.release();
+            }
         }
         completed = Math.min(seq + 1, posted);
     }
@@ -246,6 +275,10 @@ final class SendQueue {
             if (inflight[s] != null) {
                 inflight[s].release();
                 inflight[s] = null;
+            }
+            if (inflightSecond[s] != null) {
+                inflightSecond[s].release();
+                inflightSecond[s] = null;
             }
         }
         headerBuf.release();

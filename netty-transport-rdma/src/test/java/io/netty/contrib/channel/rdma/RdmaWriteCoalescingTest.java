@@ -1,0 +1,191 @@
+package io.netty.contrib.channel.rdma;
+
+import io.netty.bootstrap.Bootstrap;
+import io.netty.bootstrap.ServerBootstrap;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.DefaultFileRegion;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.netty.channel.socket.SocketChannel;
+import io.netty.contrib.channel.rdma.internal.verbs.TestAddress;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.io.ByteArrayOutputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Small writes of one flush travel copied together in as few SENDs as fit the peer's receive slot, in order with
+ * the large writes (ring writes), file regions and heap buffers between them; every write's promise succeeds; a
+ * threshold of 0 sends each write as its own message. The bytes the server reads are compared with what was
+ * written, byte for byte.
+ */
+@Timeout(60)
+class RdmaWriteCoalescingTest {
+    static EventLoopGroup group;
+
+    @TempDir
+    Path dir;
+
+    @BeforeAll
+    static void setUp() {
+        SoftwareRdma.use();
+        group = new MultiThreadIoEventLoopGroup(2, RdmaIoHandler.newFactory());
+    }
+
+    @AfterAll
+    static void tearDown() throws Exception {
+        group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
+    }
+
+    @Test
+    void smallWritesOfOneFlushShareSends() throws Exception {
+        Result r = transfer(RdmaChannelConfig.DEFAULT_WRITE_COALESCE_THRESHOLD, 2000, 64, false);
+        assertThat(r.received).isEqualTo(r.sent);
+        // 2000 writes of 64 B: about 127 fit one 8 KiB receive slot.
+        assertThat(r.coalescedWrites).isEqualTo(2000);
+        assertThat(r.coalescedSends).isLessThanOrEqualTo(2000 / 100);
+    }
+
+    @Test
+    void smallWritesKeepTheirOrderAmongLargeWritesAndFileRegions() throws Exception {
+        Result r = transfer(RdmaChannelConfig.DEFAULT_WRITE_COALESCE_THRESHOLD, 600, 0, true);
+        assertThat(r.received).isEqualTo(r.sent);
+        assertThat(r.coalescedWrites).isGreaterThan(100);
+    }
+
+    /**
+     * HTTP/2's shape (gRPC): a 9-byte frame header, then a 16 KiB frame, over and over. Once the peer offers its
+     * ring, each header travels at the head of its frame's ring write: one work request per frame, not two.
+     */
+    @Test
+    void frameHeadersRideInTheRingWritesOfTheirFrames() throws Exception {
+        int[] sizes = new int[400];
+        for (int i = 0; i < sizes.length; i++) {
+            sizes[i] = i % 2 == 0 ? 9 : 16384;
+        }
+        Result r = transfer(RdmaChannelConfig.DEFAULT_WRITE_COALESCE_THRESHOLD, sizes, false);
+        assertThat(r.received).isEqualTo(r.sent);
+        // Before the ring arrives the first frames go by SENDs of a receive slot each (8184 + 8184 + 16 B: the
+        // 16 B tail travels with the next header); from then on, one merged write per header.
+        assertThat(r.coalescedWrites).isGreaterThan(150);
+        assertThat(r.coalescedSends).isGreaterThanOrEqualTo(r.coalescedWrites - 4);
+    }
+
+    @Test
+    void thresholdZeroSendsEachWriteAlone() throws Exception {
+        Result r = transfer(0, 500, 64, false);
+        assertThat(r.received).isEqualTo(r.sent);
+        assertThat(r.coalescedWrites).isZero();
+    }
+
+    private record Result(byte[] sent, byte[] received, long coalescedWrites, long coalescedSends) {
+    }
+
+    /**
+     * Writes {@code count} messages in one flush: all of {@code size} bytes, or (size 0) random sizes from 0 B to
+     * 3 KiB with, now and then, a 20-200 KiB write (a ring write), a heap buffer or a file region between them.
+     */
+    private Result transfer(int threshold, int count, int size, boolean mixed) throws Exception {
+        Random random = new Random(7);
+        int[] sizes = new int[count];
+        for (int i = 0; i < count; i++) {
+            sizes[i] = size > 0 ? size : random.nextInt(20) == 0 ? 20_000 + random.nextInt(180_000)
+                    : random.nextInt(3073);
+        }
+        return transfer(threshold, sizes, mixed);
+    }
+
+    /** Writes messages of {@code sizes} in one flush; {@code mixed}: some as heap buffers or file regions. */
+    private Result transfer(int threshold, int[] sizes, boolean mixed) throws Exception {
+        CompletableFuture<byte[]> received = new CompletableFuture<>();
+        ByteArrayOutputStream expected = new ByteArrayOutputStream();
+        Random random = new Random(7);
+        List<byte[]> writes = new ArrayList<>();
+        for (int n : sizes) {
+            byte[] b = new byte[n];
+            random.nextBytes(b);
+            writes.add(b);
+            expected.writeBytes(b);
+        }
+        int total = expected.size();
+        Channel server = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
+                .childHandler(new ChannelInitializer<SocketChannel>() {
+                    @Override
+                    protected void initChannel(SocketChannel ch) {
+                        ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                            private final ByteArrayOutputStream in = new ByteArrayOutputStream();
+
+                            @Override
+                            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                                ByteBuf buf = (ByteBuf) msg;
+                                byte[] b = new byte[buf.readableBytes()];
+                                buf.readBytes(b);
+                                buf.release();
+                                in.writeBytes(b);
+                                if (in.size() >= total) {
+                                    received.complete(in.toByteArray());
+                                }
+                            }
+
+                            @Override
+                            public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+                                received.completeExceptionally(cause);
+                            }
+                        });
+                    }
+                }).bind(TestAddress.get(), 0).sync().channel();
+        try {
+            RdmaChannel client = (RdmaChannel) new Bootstrap().group(group).channel(RdmaChannel.class)
+                    .option(RdmaChannelOption.WRITE_COALESCE_THRESHOLD, threshold)
+                    .handler(new ChannelInboundHandlerAdapter())
+                    .connect(server.localAddress()).sync().channel();
+            List<ChannelFuture> futures = new ArrayList<>();
+            client.eventLoop().submit(() -> {
+                for (int i = 0; i < writes.size(); i++) {
+                    byte[] b = writes.get(i);
+                    Object msg;
+                    if (mixed && i % 17 == 5) {
+                        Path file = Files.write(dir.resolve("part-" + i), b);
+                        msg = new DefaultFileRegion(file.toFile(), 0, b.length);
+                    } else if (mixed && i % 13 == 3) {
+                        msg = Unpooled.wrappedBuffer(b); // heap: copied into registered memory
+                    } else {
+                        msg = client.alloc().directBuffer(b.length).writeBytes(b);
+                    }
+                    futures.add(client.write(msg));
+                }
+                client.flush();
+                return null;
+            }).sync();
+            byte[] got = received.get(30, TimeUnit.SECONDS);
+            for (ChannelFuture f : futures) {
+                assertThat(f.await(10, TimeUnit.SECONDS)).isTrue();
+                assertThat(f.cause()).isNull();
+            }
+            long[] counts = client.eventLoop().submit(() -> new long[] {
+                    client.connection.coalescedWrites(), client.connection.coalescedSends()}).get();
+            client.close().sync();
+            return new Result(expected.toByteArray(), got, counts[0], counts[1]);
+        } finally {
+            server.close().sync();
+        }
+    }
+}
