@@ -25,9 +25,13 @@ import java.util.concurrent.TimeUnit;
  * {@code native/bench/verbs_pingpong}, the raw-verbs floor measured the same way.
  *
  * <p>{@code InProcessEcho [--transports rdma-busy-poll,rdma,epoll] [--sizes 64,4096,65536] [--warmup N]
- * [--count N] [--stream-sizes 64,1024]}: one line per transport and size with p50 / p99 round trip, CPU and sleeps
- * per echo of both loops; then one line per transport and streaming size: one connection writing messages of that
- * size, each its own buffer, while the channel is writable (a flush per batch), to a sink that counts them.
+ * [--count N] [--stream-sizes 64,1024] [--repeat N] [--floor 64=1.6,4096=2.1,...] [--out page.md]}: one line
+ * per transport and size with p50 / p99 round trip, CPU and sleeps per echo of both loops; then one line per
+ * transport and streaming size: one connection writing messages of that size, each its own buffer, while the channel
+ * is writable (a flush per batch), to a sink that counts them. With {@code --repeat} every row is measured that many
+ * times on fresh loops and the median kept. {@code --floor} gives the raw-verbs round trips (µs) measured by
+ * {@code floor pingpong} in the same run ({@code microbench/in-process.sh} does both); {@code --out} writes the
+ * table with the ratios and goals of issue 14 as markdown.
  */
 public final class InProcessEcho {
     private InProcessEcho() {
@@ -57,6 +61,9 @@ public final class InProcessEcho {
         long warmup = 50_000;
         long count = 200_000;
         int[] streamSizes = {64, 1024};
+        int repeat = 1;
+        java.util.Map<Integer, Double> floor = new java.util.TreeMap<>();
+        String out = null;
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
                 case "--transports" -> {
@@ -80,21 +87,128 @@ public final class InProcessEcho {
                         streamSizes[j] = Integer.parseInt(s[j]);
                     }
                 }
+                case "--repeat" -> repeat = Integer.parseInt(args[++i]);
+                case "--out" -> out = args[++i];
+                case "--floor" -> {
+                    for (String pair : args[++i].split(",")) {
+                        String[] kv = pair.split("=");
+                        floor.put(Integer.parseInt(kv[0]), Double.parseDouble(kv[1]));
+                    }
+                }
                 case "--warmup" -> warmup = Long.parseLong(args[++i]);
                 case "--count" -> count = Long.parseLong(args[++i]);
                 default -> throw new IllegalArgumentException("unknown option " + args[i]);
             }
         }
+        List<Row> rows = new ArrayList<>();
         for (Transport t : transports) {
-            for (Row row : run(t, sizes, warmup, count)) {
-                System.out.println(row.line());
+            List<List<Row>> runs = new ArrayList<>();
+            for (int r = 0; r < repeat; r++) {
+                runs.add(run(t, sizes, warmup, count));
+            }
+            for (int j = 0; j < sizes.length; j++) {
+                int at = j;
+                List<Row> same = new ArrayList<>(runs.stream().map(l -> l.get(at)).toList());
+                same.sort(java.util.Comparator.comparingDouble(Row::p50Micros));
+                Row median = same.get(same.size() / 2);
+                rows.add(median);
+                System.out.println(median.line());
             }
         }
+        List<StreamRow> streamRows = new ArrayList<>();
         for (Transport t : transports) {
-            for (StreamRow row : stream(t, streamSizes)) {
-                System.out.println(row.line());
+            List<List<StreamRow>> runs = new ArrayList<>();
+            for (int r = 0; r < repeat; r++) {
+                runs.add(stream(t, streamSizes));
+            }
+            for (int j = 0; j < streamSizes.length; j++) {
+                int at = j;
+                List<StreamRow> same = new ArrayList<>(runs.stream().map(l -> l.get(at)).toList());
+                same.sort(java.util.Comparator.comparingDouble(StreamRow::messagesPerSecond));
+                StreamRow median = same.get(same.size() / 2);
+                streamRows.add(median);
+                System.out.println(median.line());
             }
         }
+        if (out != null) {
+            java.nio.file.Files.writeString(java.nio.file.Path.of(out), page(rows, streamRows, floor, sizes,
+                    streamSizes, repeat));
+        }
+    }
+
+    private static Row row(List<Row> rows, Transport t, int size) {
+        return rows.stream().filter(r -> r.transport.equals(t.key()) && r.size == size).findFirst().orElse(null);
+    }
+
+    private static StreamRow streamRow(List<StreamRow> rows, Transport t, int size) {
+        return rows.stream().filter(r -> r.transport.equals(t.key()) && r.size == size).findFirst().orElse(null);
+    }
+
+    private static String ratio(double a, double b) {
+        return b > 0 ? String.format(Locale.ROOT, "%.2f×", a / b) : "–";
+    }
+
+    private static String micros(Row r) {
+        return r == null ? "–" : String.format(Locale.ROOT, "%.2f", r.p50Micros);
+    }
+
+    /** The markdown page: echo p50 with the ratios the issue sets goals for, then streaming rates. */
+    static String page(List<Row> rows, List<StreamRow> streamRows, java.util.Map<Integer, Double> floor,
+                       int[] sizes, int[] streamSizes, int repeat) {
+        StringBuilder b = new StringBuilder();
+        b.append("""
+                # In-process benchmarks
+
+                Written by `microbench/in-process.sh` (`InProcessEcho` and `native/tests/floor pingpong`); do not edit
+                by hand. Two event loops of ONE JVM (or two threads of one C process for raw verbs) on the software
+                device, whose data path is then a function call and a `memcpy`: what remains is the transport's own
+                cost per message. Echo: one message at a time, the client waits for every byte before sending again
+                (the same buffer every time). Stream: one connection writing messages of the size, each its own
+                buffer, while writable, to a sink. Median of the repeats; a 2-core VM is noisy, so compare rows of one
+                run only.
+
+                Goals (issue 14): busy-poll ≤ 1.15× raw verbs at 64 B and ≤ 1.3× at 4 KiB and 64 KiB; adaptive ≤ 1.3×
+                busy-poll at every size; 64 B streaming ≥ Netty epoll.
+
+                | echo p50 round trip (µs) | raw verbs | RdmaChannel busy-poll | ÷ raw verbs | RdmaChannel adaptive | ÷ busy-poll | adaptive sleeps/echo | Netty epoll |
+                | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
+                """);
+        for (int size : sizes) {
+            Row busy = row(rows, Transport.RDMA_BUSY_POLL, size);
+            Row adaptive = row(rows, Transport.RDMA_ADAPTIVE, size);
+            Row epoll = row(rows, Transport.EPOLL, size);
+            Double f = floor.get(size);
+            b.append("| ").append(size).append(" B | ").append(f == null ? "–" : String.format(Locale.ROOT, "%.2f", f))
+                    .append(" | ").append(micros(busy)).append(" | ")
+                    .append(busy == null || f == null ? "–" : ratio(busy.p50Micros, f)).append(" | ")
+                    .append(micros(adaptive)).append(" | ")
+                    .append(busy == null || adaptive == null ? "–" : ratio(adaptive.p50Micros, busy.p50Micros))
+                    .append(" | ").append(adaptive == null ? "–"
+                            : String.format(Locale.ROOT, "%.3f", adaptive.sleepsPerEcho))
+                    .append(" | ").append(micros(epoll)).append(" |\n");
+        }
+        b.append("""
+
+                | stream (M msg/s) | RdmaChannel busy-poll | RdmaChannel adaptive | Netty epoll | adaptive ÷ epoll |
+                | --- | ---: | ---: | ---: | ---: |
+                """);
+        for (int size : streamSizes) {
+            StreamRow busy = streamRow(streamRows, Transport.RDMA_BUSY_POLL, size);
+            StreamRow adaptive = streamRow(streamRows, Transport.RDMA_ADAPTIVE, size);
+            StreamRow epoll = streamRow(streamRows, Transport.EPOLL, size);
+            b.append("| ").append(size).append(" B | ")
+                    .append(busy == null ? "–" : String.format(Locale.ROOT, "%.3f", busy.messagesPerSecond / 1e6))
+                    .append(" | ")
+                    .append(adaptive == null ? "–"
+                            : String.format(Locale.ROOT, "%.3f", adaptive.messagesPerSecond / 1e6))
+                    .append(" | ")
+                    .append(epoll == null ? "–" : String.format(Locale.ROOT, "%.3f", epoll.messagesPerSecond / 1e6))
+                    .append(" | ").append(adaptive == null || epoll == null ? "–"
+                            : ratio(adaptive.messagesPerSecond, epoll.messagesPerSecond)).append(" |\n");
+        }
+        b.append("\nRepeats: ").append(repeat).append(". CPU per echo (both loops), p99 and heap per echo are in the"
+                + " script's output.\n");
+        return b.toString();
     }
 
     /** For each size: warms up for 2 s, then measures messages per second over about 2 s. */
