@@ -41,6 +41,10 @@ final class Page {
                 is measured after a warm-up.
                 Loopback on a shared 2-core VM is noisy: compare rows of one run, not runs of different days.
 
+                Between two processes the software device's wire hides the transport's own cost; the same echo and
+                streaming between two loops of ONE JVM, next to raw verbs between two threads of one C process, are
+                in [benchmarks/in-process.md](benchmarks/in-process.md) (`./microbench/in-process.sh`).
+
                 """);
         b.append("## Machine\n\n").append(machine);
         if (quick) {
