@@ -131,6 +131,7 @@ java_selectors=(
   --select-class="$rdma.RdmaChannelLifecycleTest"
   --select-class="$rdma.RdmaProtocolVersionTest"
   --select-class="$rdma.RdmaReceiveCopyTest"
+  --select-class="$rdma.RdmaWriteCoalescingTest"
   --select-class="$rdma.RdmaDiagnosticsTest"
   --select-class="$rdma.testsuite.process.TwoProcessEchoTest"
   --select-class="$rdma.testsuite.RdmaEchoTest"
