@@ -142,6 +142,8 @@ final class RdmaConnection implements ReceiveRing.Owner {
     /** Writes that went out copied together with others, and the SENDs that carried them. */
     private long coalescedWrites;
     private long coalescedSends;
+    /** Inside {@link #write}: writes' promises complete as their bytes are taken, and a listener may close. */
+    private boolean writing;
     private int maxRingWrite;
     private boolean peerRingGeneration;
     /** This side took a RING message of the peer and has not told it yet ({@link MessageHeader#FLAG_RING_SEEN}). */
@@ -614,8 +616,13 @@ final class RdmaConnection implements ReceiveRing.Owner {
      * @return {@code true} when everything flushed was posted
      */
     boolean write(ChannelOutboundBuffer in) throws IOException {
+        writing = true;
         try {
             for (;;) {
+                if (released) {
+                    // A promise's listener closed the channel and the connection is gone (its peer left).
+                    return true;
+                }
                 Object msg = in.current();
                 if (msg == null) {
                     return true;
@@ -658,11 +665,14 @@ final class RdmaConnection implements ReceiveRing.Owner {
                         return false;
                     }
                 }
-                in.removeBytes(chunk);
                 bytesOut += chunk;
+                in.removeBytes(chunk);
             }
         } finally {
-            sends.post();
+            writing = false;
+            if (!released) {
+                sends.post();
+            }
         }
     }
 
@@ -810,9 +820,13 @@ final class RdmaConnection implements ReceiveRing.Owner {
                     break;
                 }
                 staging.writeBytes(buf, buf.readerIndex(), n);
-                // Completes the write's promise, as a post does: the bytes are the connection's now.
+                // Completes the write's promise, as a post does: the bytes are the connection's now. A listener
+                // may close the channel: it lingers while this call writes (sendsDone()), unless the peer is gone.
                 in.remove();
                 writes++;
+                if (released) {
+                    return true;
+                }
             }
             int head = staging.readableBytes();
             coalescedWrites += writes;
@@ -824,8 +838,8 @@ final class RdmaConnection implements ReceiveRing.Owner {
                     sends.ringWrite(staging, head, large, chunk,
                             Immediate.encode(head + chunk, window.lastWrapped(), peerRingGeneration),
                             peerRingAddress + offset, peerRingRkey);
-                    in.removeBytes(chunk);
                     bytesOut += head + chunk;
+                    in.removeBytes(chunk);
                     return true;
                 }
             }
@@ -926,9 +940,12 @@ final class RdmaConnection implements ReceiveRing.Owner {
                 + ", released=" + released + '}';
     }
 
-    /** No send is waiting for its completion. */
+    /**
+     * No send is waiting for its completion, and none is being prepared: a channel closed from a promise listener
+     * while {@link #write} runs lingers until what that call posts has gone out.
+     */
     boolean sendsDone() {
-        return sends.idle();
+        return !writing && sends.idle();
     }
 
     /** Destroys the queue pair: no more DMA into this connection's memory, no more completions. */

@@ -96,6 +96,70 @@ class RdmaWriteCoalescingTest {
         assertThat(r.coalescedWrites).isZero();
     }
 
+    /**
+     * A listener that closes the channel when a coalesced write's promise completes: what was written up to it
+     * still reaches the peer (the channel lingers until the send that carries it completes), in order.
+     */
+    @Test
+    void closeFromAListenerOfACoalescedWriteLosesNothingWrittenBeforeIt() throws Exception {
+        CompletableFuture<byte[]> received = new CompletableFuture<>();
+        Channel server = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
+                .childHandler(new ChannelInitializer<SocketChannel>() {
+                    @Override
+                    protected void initChannel(SocketChannel ch) {
+                        ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                            private final ByteArrayOutputStream in = new ByteArrayOutputStream();
+
+                            @Override
+                            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                                ByteBuf buf = (ByteBuf) msg;
+                                byte[] b = new byte[buf.readableBytes()];
+                                buf.readBytes(b);
+                                buf.release();
+                                in.writeBytes(b);
+                            }
+
+                            @Override
+                            public void channelInactive(ChannelHandlerContext ctx) {
+                                received.complete(in.toByteArray());
+                            }
+                        });
+                    }
+                }).bind(TestAddress.get(), 0).sync().channel();
+        try {
+            Channel client = new Bootstrap().group(group).channel(RdmaChannel.class)
+                    .handler(new ChannelInboundHandlerAdapter())
+                    .connect(server.localAddress()).sync().channel();
+            ByteArrayOutputStream expected = new ByteArrayOutputStream();
+            List<ChannelFuture> before = new ArrayList<>();
+            client.eventLoop().submit(() -> {
+                for (int i = 0; i < 50; i++) {
+                    byte[] b = new byte[100];
+                    java.util.Arrays.fill(b, (byte) i);
+                    expected.writeBytes(b);
+                    ChannelFuture f = client.write(client.alloc().directBuffer(100).writeBytes(b));
+                    before.add(f);
+                    if (i == 29) {
+                        f.addListener(io.netty.channel.ChannelFutureListener.CLOSE);
+                    }
+                }
+                client.flush();
+                return null;
+            }).sync();
+            byte[] got = received.get(20, TimeUnit.SECONDS);
+            byte[] upToClose = java.util.Arrays.copyOf(expected.toByteArray(), 30 * 100);
+            assertThat(got.length).isGreaterThanOrEqualTo(upToClose.length);
+            assertThat(java.util.Arrays.copyOf(got, upToClose.length)).isEqualTo(upToClose);
+            for (int i = 0; i < 30; i++) {
+                assertThat(before.get(i).await(5, TimeUnit.SECONDS)).isTrue();
+                assertThat(before.get(i).isSuccess()).as("write %d", i).isTrue();
+            }
+            client.closeFuture().sync();
+        } finally {
+            server.close().sync();
+        }
+    }
+
     private record Result(byte[] sent, byte[] received, long coalescedWrites, long coalescedSends) {
     }
 
