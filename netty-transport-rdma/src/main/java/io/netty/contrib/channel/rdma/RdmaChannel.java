@@ -57,6 +57,9 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
     private final RdmaChannelConfig config;
     private CmId cmId;
     RdmaConnection connection; // package-private: tests print it when a transfer stalls
+    /** The counters of the channel's connection, kept after it is torn down ({@link #metric()}). */
+    volatile ConnectionCounters counters;
+    private final RdmaChannelMetric metric = new RdmaChannelMetric(this);
     private IoRegistration ioRegistration;
     private RdmaIoHandler.Registration registration;
     private final ConnectParameters acceptedPeer;
@@ -109,6 +112,14 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
     @Override
     public ServerSocketChannel parent() {
         return (ServerSocketChannel) super.parent();
+    }
+
+    /**
+     * What this channel's connection has done so far: bytes and messages by SEND and ring write, coalesced
+     * writes, credit stalls and their time, rings offered and withdrawn, copies. Live; see {@link RdmaChannelMetric}.
+     */
+    public RdmaChannelMetric metric() {
+        return metric;
     }
 
     @Override
@@ -290,6 +301,7 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
         cmId.attach(unsafe());
         try {
             connection = new RdmaConnection(registration, eventLoop(), cmId, RdmaDevices.of(cmId.verbs()), config);
+            counters = connection.counters;
             connection.start(acceptedPeer);
         } catch (RuntimeException e) {
             reject(e instanceof ProtocolException p ? p.rejectReason() : RejectReason.REASON_NO_RESOURCES);
@@ -467,6 +479,7 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
 
     private void connectQueuePair() {
         connection = new RdmaConnection(registration, eventLoop(), cmId, RdmaDevices.of(cmId.verbs()), config);
+        counters = connection.counters;
         cmId.connect(ConnParam.of(connectParameters()));
     }
 

@@ -139,9 +139,8 @@ final class RdmaConnection implements ReceiveRing.Owner {
     private int peerMaxSend;
     /** Writes up to this size are copied together ({@link RdmaChannelOption#WRITE_COALESCE_THRESHOLD}). */
     private final int coalesceThreshold;
-    /** Writes that went out copied together with others, and the SENDs that carried them. */
-    private long coalescedWrites;
-    private long coalescedSends;
+    /** What this connection did ({@link RdmaChannelMetric}). */
+    final ConnectionCounters counters = new ConnectionCounters();
     /** Inside {@link #write}: writes' promises complete as their bytes are taken, and a listener may close. */
     private boolean writing;
     private int maxRingWrite;
@@ -153,8 +152,6 @@ final class RdmaConnection implements ReceiveRing.Owner {
     private ByteBuf fileChunk;
     private boolean released;
     /** Payload bytes handed to the reader and taken from the writer so far (diagnosis: {@link #toString()}). */
-    private long bytesIn;
-    private long bytesOut;
 
     RdmaConnection(RdmaIoHandler.Registration registration, EventLoop loop, CmId id, RdmaDevices.Device device,
                    RdmaChannelConfig config) {
@@ -432,7 +429,8 @@ final class RdmaConnection implements ReceiveRing.Owner {
             }
             if (kind != KIND_SHUTDOWN && pendingLength[at] > 0) {
                 int n = inbound.data(pendingAddress[at], pendingLength[at]);
-                bytesIn += n;
+                counters.bytesRead += n;
+                counters.copies++;
                 delivered++;
                 if (released) {
                     break;
@@ -473,7 +471,8 @@ final class RdmaConnection implements ReceiveRing.Owner {
         pendingHead = (pendingHead + 1) % pendingSlots.length;
         pendingCount--;
         ByteBuf buf = r.heldBuffer(alloc, pendingAddress[at], pendingLength[at], pendingRingSeq[at]);
-        bytesIn += pendingLength[at];
+        counters.bytesRead += pendingLength[at];
+        counters.zeroCopyBuffers++;
         freeSlot(pendingSlots[at]);
         unrefRing(r);
         inbound.buffer(buf);
@@ -583,6 +582,11 @@ final class RdmaConnection implements ReceiveRing.Owner {
         }
         generation = !generation;
         ring = next;
+        if (next != null) {
+            counters.ringsOffered++;
+        } else {
+            counters.ringsWithdrawn++;
+        }
         ringWanted = false;
         ringIdle = false;
         if (next != null && ringCheck == null) {
@@ -665,7 +669,8 @@ final class RdmaConnection implements ReceiveRing.Owner {
                         return false;
                     }
                 }
-                bytesOut += chunk;
+                counters.bytesWritten += chunk;
+                counters.progressed();
                 in.removeBytes(chunk);
             }
         } finally {
@@ -724,6 +729,8 @@ final class RdmaConnection implements ReceiveRing.Owner {
         }
         fileChunk.release();  // the send holds its own reference until it completes
         fileChunk = null;
+        counters.bytesWritten += length;
+        counters.progressed();
         in.progress(length);
         if (region.transferred() >= region.count()) {
             in.remove();
@@ -804,6 +811,7 @@ final class RdmaConnection implements ReceiveRing.Owner {
      */
     private boolean coalesce(ChannelOutboundBuffer in) {
         if (!window.tryAcquireMessage()) {
+            counters.stalled();
             return false;
         }
         ByteBuf staging = alloc.directBuffer(peerMaxSend, peerMaxSend);
@@ -829,8 +837,9 @@ final class RdmaConnection implements ReceiveRing.Owner {
                 }
             }
             int head = staging.readableBytes();
-            coalescedWrites += writes;
-            coalescedSends++;
+            counters.coalescedWrites += writes;
+            counters.coalescedSends++;
+            counters.progressed();
             if (next instanceof ByteBuf large && large.readableBytes() > peerMaxSend && maxRingWrite > head) {
                 int chunk = Math.min(large.readableBytes(), maxRingWrite - head);
                 long offset = window.tryReserveRing(head + chunk);
@@ -838,14 +847,16 @@ final class RdmaConnection implements ReceiveRing.Owner {
                     sends.ringWrite(staging, head, large, chunk,
                             Immediate.encode(head + chunk, window.lastWrapped(), peerRingGeneration),
                             peerRingAddress + offset, peerRingRkey);
-                    bytesOut += head + chunk;
+                    counters.bytesWritten += head + chunk;
+                    counters.ringWrites++;
                     in.removeBytes(chunk);
                     return true;
                 }
             }
             writeHeader(MessageHeader.TYPE_DATA, 0);
             sends.send(staging, head);
-            bytesOut += head;
+            counters.bytesWritten += head;
+            counters.sends++;
         } finally {
             staging.release(); // the send holds its own reference until it completes
         }
@@ -854,22 +865,27 @@ final class RdmaConnection implements ReceiveRing.Owner {
 
     private boolean prepareSend(ByteBuf buf, int length, int flags) {
         if (!window.tryAcquireMessage()) {
+            counters.stalled();
             return false;
         }
         writeHeader(MessageHeader.TYPE_DATA, flags);
         sends.send(buf, length);
+        counters.sends++;
         return true;
     }
 
     private boolean prepareRingWrite(ByteBuf buf, int length) {
         if (!window.tryAcquireMessage()) {
+            counters.stalled();
             return false;
         }
         long offset = window.tryReserveRing(length);
         if (offset < 0) {
             window.releaseUnused();
+            counters.stalled();
             return false;
         }
+        counters.ringWrites++;
         sends.ringWrite(buf, length, Immediate.encode(length, window.lastWrapped(), peerRingGeneration),
                 peerRingAddress + offset, peerRingRkey);
         return true;
@@ -921,20 +937,10 @@ final class RdmaConnection implements ReceiveRing.Owner {
         sends.released(wcs, i);
     }
 
-    /** Writes that went out copied together with others. */
-    long coalescedWrites() {
-        return coalescedWrites;
-    }
-
-    /** SENDs that carried coalesced writes. */
-    long coalescedSends() {
-        return coalescedSends;
-    }
-
     @Override
     public String toString() {
-        return "RdmaConnection{in=" + bytesIn + " B, out=" + bytesOut + " B, coalesced=" + coalescedWrites
-                + " writes in " + coalescedSends + " sends, window=" + window + ", credits=" + credits + ", " + sends
+        return "RdmaConnection{in=" + counters.bytesRead + " B, out=" + counters.bytesWritten + " B, coalesced="
+                + counters.coalescedWrites + " writes in " + counters.coalescedSends + " sends, window=" + window + ", credits=" + credits + ", " + sends
                 + ", pending=" + pendingCount + ", ring=" + ring
                 + ", retired=" + retired + ", retiredMayReceive=" + retiredMayReceive + ", group=" + group
                 + ", released=" + released + '}';

@@ -27,6 +27,9 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -74,10 +77,40 @@ public final class RdmaIoHandler implements IoHandler {
     private volatile boolean blocked;
     private volatile boolean wakeRequested;
 
+    /** Every live handler by the event loop it serves, for {@link #metric(Executor)}. */
+    private static final Map<Object, RdmaIoHandler> BY_LOOP = new ConcurrentHashMap<>();
+
+    // Counters of RdmaIoHandlerMetric: plain fields written by the loop thread only, but wakeups (other threads).
+    long polls;
+    long emptyPolls;
+    long completionCount;
+    long blocks;
+    final java.util.concurrent.atomic.AtomicLong wakeups = new java.util.concurrent.atomic.AtomicLong();
+    final RdmaIoHandlerMetric metric = new RdmaIoHandlerMetric(this);
+
     private RdmaIoHandler(ThreadAwareExecutor executor, RdmaIoHandlerConfig config) {
         this.executor = executor;
         this.config = config;
+        BY_LOOP.put(executor, this);
     }
+
+    /**
+     * The counters of the RDMA event loop {@code loop} (for example {@code channel.eventLoop()}): polls, empty
+     * polls, completions, sleeps, wake-ups, queue groups and their completion queues.
+     *
+     * @throws IllegalArgumentException if {@code loop} is not a live event loop of an {@link RdmaIoHandler}
+     */
+    public static RdmaIoHandlerMetric metric(Executor loop) {
+        RdmaIoHandler h = BY_LOOP.get(ObjectUtil.checkNotNull(loop, "loop"));
+        if (h == null) {
+            throw new IllegalArgumentException(loop + " is not a live event loop of an RdmaIoHandler");
+        }
+        return h.metric;
+    }
+
+    /** Queue groups (a completion queue and a shared receive queue each) and queue pairs, for the metric. */
+    volatile int queueGroupCount;
+    volatile int queuePairCount;
 
     /** A factory of handlers with the default, adaptive {@link RdmaIoHandlerConfig}. */
     public static IoHandlerFactory newFactory() {
@@ -174,16 +207,19 @@ public final class RdmaIoHandler implements IoHandler {
         }
         q.groups.add(g);
         groups.add(g);
+        queueGroupCount = groups.size();
         return g;
     }
 
     /** Completions of {@code qpNum}'s receives (which name only their SRQ slot) go to {@code registration}. */
     void bindQueuePair(int qpNum, Registration registration) {
         byQpNum.put(qpNum, registration);
+        queuePairCount = byQpNum.size();
     }
 
     void unbindQueuePair(int qpNum) {
         byQpNum.remove(qpNum);
+        queuePairCount = byQpNum.size();
     }
 
     @Override
@@ -248,6 +284,7 @@ public final class RdmaIoHandler implements IoHandler {
         blocked = true;
         try {
             if (!wakeRequested && timeoutMillis > 0) {
+                blocks++;
                 int ready = epoll.await(timeoutMillis);
                 for (int i = 0; i < ready; i++) {
                     long token = epoll.readyToken(i);
@@ -325,6 +362,7 @@ public final class RdmaIoHandler implements IoHandler {
 
     private int pollCompletions() {
         int work = 0;
+        polls++;
         WorkCompletions wcs = completions;
         for (int i = 0; i < groups.size(); i++) {
             QueueGroup g = groups.get(i);
@@ -349,6 +387,10 @@ public final class RdmaIoHandler implements IoHandler {
             }
         }
         touched.clear();
+        if (work == 0) {
+            emptyPolls++;
+        }
+        completionCount += work;
         return work;
     }
 
@@ -433,6 +475,8 @@ public final class RdmaIoHandler implements IoHandler {
             }
         }
         groups.clear();
+        queueGroupCount = 0;
+        BY_LOOP.remove(executor, this);
         for (DeviceQueue q : deviceQueues) {
             try {
                 q.close();
@@ -502,6 +546,7 @@ public final class RdmaIoHandler implements IoHandler {
     public void wakeup() {
         wakeRequested = true;
         if (blocked) {
+            wakeups.incrementAndGet(); // on the way to a system call: the atomic costs nothing that counts
             epoll.wakeup();
         }
     }

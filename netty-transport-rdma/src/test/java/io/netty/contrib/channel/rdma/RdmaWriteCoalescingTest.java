@@ -245,7 +245,7 @@ class RdmaWriteCoalescingTest {
                 assertThat(f.cause()).isNull();
             }
             long[] counts = client.eventLoop().submit(() -> new long[] {
-                    client.connection.coalescedWrites(), client.connection.coalescedSends()}).get();
+                    client.metric().coalescedWrites(), client.metric().coalescedSends()}).get();
             client.close().sync();
             return new Result(expected.toByteArray(), got, counts[0], counts[1]);
         } finally {

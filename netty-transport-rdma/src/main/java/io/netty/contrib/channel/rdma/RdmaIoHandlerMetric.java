@@ -1,0 +1,57 @@
+package io.netty.contrib.channel.rdma;
+
+/**
+ * What an RDMA event loop has done so far ({@link RdmaIoHandler#metric(java.util.concurrent.Executor)}): live
+ * counters kept by the loop thread with plain increments, so they cost nothing when nobody reads them; read from
+ * another thread, a value may lag behind the loop slightly.
+ */
+public final class RdmaIoHandlerMetric {
+    private final RdmaIoHandler handler;
+
+    RdmaIoHandlerMetric(RdmaIoHandler handler) {
+        this.handler = handler;
+    }
+
+    /** Looks at the loop's completion queues (one {@code ibv_poll_cq} per queue, more while batches come full). */
+    public long polls() {
+        return handler.polls;
+    }
+
+    /** Looks that found nothing: a busy-polling loop makes mostly these. */
+    public long emptyPolls() {
+        return handler.emptyPolls;
+    }
+
+    /** Work completions taken (sends, receives, ring writes, window binds). */
+    public long completions() {
+        return handler.completionCount;
+    }
+
+    /** Times the loop blocked in {@code epoll_wait} after its spin found nothing. */
+    public long sleeps() {
+        return handler.blocks;
+    }
+
+    /** Times another thread had to wake the blocked loop (a task submitted to it). */
+    public long wakeups() {
+        return handler.wakeups.get();
+    }
+
+    /** Completion queue and shared receive queue pairs the loop holds (one per device and slot size, more past
+     * a device's {@code max_cqe}). */
+    public int queueGroups() {
+        return handler.queueGroupCount;
+    }
+
+    /** Queue pairs (connections) on the loop's completion queues now. */
+    public int queuePairs() {
+        return handler.queuePairCount;
+    }
+
+    @Override
+    public String toString() {
+        return "RdmaIoHandlerMetric{polls=" + polls() + ", emptyPolls=" + emptyPolls() + ", completions="
+                + completions() + ", sleeps=" + sleeps() + ", wakeups=" + wakeups() + ", queueGroups="
+                + queueGroups() + ", queuePairs=" + queuePairs() + '}';
+    }
+}
