@@ -940,7 +940,8 @@ final class RdmaConnection implements ReceiveRing.Owner {
     @Override
     public String toString() {
         return "RdmaConnection{in=" + counters.bytesRead + " B, out=" + counters.bytesWritten + " B, coalesced="
-                + counters.coalescedWrites + " writes in " + counters.coalescedSends + " sends, window=" + window + ", credits=" + credits + ", " + sends
+                + counters.coalescedWrites + " writes in " + counters.coalescedSends + " sends, window=" + window
+                + ", credits=" + credits + ", " + sends
                 + ", pending=" + pendingCount + ", ring=" + ring
                 + ", retired=" + retired + ", retiredMayReceive=" + retiredMayReceive + ", group=" + group
                 + ", released=" + released + '}';
