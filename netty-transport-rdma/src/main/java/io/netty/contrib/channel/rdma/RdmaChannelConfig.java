@@ -73,9 +73,9 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
         return getOptions(super.getOptions(), SO_RCVBUF, SO_SNDBUF, TCP_NODELAY, SO_KEEPALIVE, SO_REUSEADDR,
                 SO_LINGER, IP_TOS, ALLOW_HALF_CLOSURE, RdmaChannelOption.RECEIVE_CREDITS,
                 RdmaChannelOption.RECEIVE_SLOT_SIZE, RdmaChannelOption.RING_SIZE, RdmaChannelOption.RECEIVE_ZERO_COPY,
-                RdmaChannelOption.ALLOW_PD_WIDE_RKEYS,
-                RdmaChannelOption.SEND_QUEUE_DEPTH, RdmaChannelOption.MAX_INLINE_DATA,
-                RdmaChannelOption.WRITE_COALESCE_THRESHOLD, RdmaChannelOption.RESOLVE_TIMEOUT_MILLIS, RdmaChannelOption.ESTABLISH_TIMEOUT_MILLIS);
+                RdmaChannelOption.ALLOW_PD_WIDE_RKEYS, RdmaChannelOption.SEND_QUEUE_DEPTH,
+                RdmaChannelOption.MAX_INLINE_DATA, RdmaChannelOption.WRITE_COALESCE_THRESHOLD,
+                RdmaChannelOption.RESOLVE_TIMEOUT_MILLIS, RdmaChannelOption.ESTABLISH_TIMEOUT_MILLIS);
     }
 
     @SuppressWarnings("unchecked")
