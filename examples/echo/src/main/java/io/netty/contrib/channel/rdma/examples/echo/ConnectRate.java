@@ -7,7 +7,6 @@ import io.netty.channel.ChannelHandler;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
-import io.netty.contrib.channel.rdma.RdmaChannel;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -33,7 +32,7 @@ public final class ConnectRate {
 
     public static void main(String[] args) throws Exception {
         Options options = Options.parse(args);
-        SoftwareDevice.selectIfNoHardware();
+        options.selectDevice();
         System.exit(run(options) ? 0 : 1);
     }
 
@@ -41,7 +40,7 @@ public final class ConnectRate {
         EventLoopGroup group = new MultiThreadIoEventLoopGroup(o.threads, o.ioHandlerFactory());
         List<Channel> open = new ArrayList<>(o.count);
         try {
-            Bootstrap b = new Bootstrap().group(group).channel(RdmaChannel.class)
+            Bootstrap b = new Bootstrap().group(group).channel(o.channelClass())
                     .handler(new Idle());
             long start = System.nanoTime();
             for (int base = 0; base < o.count; base += o.concurrency) {

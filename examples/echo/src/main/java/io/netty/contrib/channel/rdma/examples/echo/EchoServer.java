@@ -9,14 +9,17 @@ import io.netty.channel.ChannelInitializer;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.channel.socket.SocketChannel;
-import io.netty.contrib.channel.rdma.RdmaServerChannel;
+
+import java.util.Locale;
 
 /**
  * Echoes back whatever a client sends, over RDMA. The same code as Netty's echo server but for the two lines
- * that pick the transport.
+ * that pick the transport ({@link Options#ioHandlerFactory()} and {@link Options#serverChannelClass()}: with
+ * {@code --transport epoll} the same server runs over TCP, for comparison).
  *
  * <pre>
  * java --enable-native-access=ALL-UNNAMED -cp ... EchoServer [--address 0.0.0.0] [--port 7474] [--busy-poll]
+ *      [--transport rdma|epoll|nio]
  * </pre>
  */
 public final class EchoServer {
@@ -25,9 +28,10 @@ public final class EchoServer {
 
     public static void main(String[] args) throws Exception {
         Options options = Options.parse(args);
-        SoftwareDevice.selectIfNoHardware();
+        options.selectDevice();
         Channel channel = start(options);
-        System.err.println("echo server listening on " + channel.localAddress());
+        System.err.println("echo server listening on " + channel.localAddress() + " ("
+                + options.transport.name().toLowerCase(Locale.ROOT) + ")");
         channel.closeFuture().sync();
     }
 
@@ -36,7 +40,7 @@ public final class EchoServer {
         EventLoopGroup group = new MultiThreadIoEventLoopGroup(options.threads, options.ioHandlerFactory());
         ServerBootstrap b = new ServerBootstrap()
                 .group(group)
-                .channel(RdmaServerChannel.class)
+                .channel(options.serverChannelClass())
                 .childHandler(new ChannelInitializer<SocketChannel>() {
                     @Override
                     protected void initChannel(SocketChannel ch) {

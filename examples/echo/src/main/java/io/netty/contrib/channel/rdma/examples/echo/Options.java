@@ -1,18 +1,39 @@
 package io.netty.contrib.channel.rdma.examples.echo;
 
 import io.netty.channel.IoHandlerFactory;
+import io.netty.channel.ServerChannel;
+import io.netty.channel.epoll.EpollIoHandler;
+import io.netty.channel.epoll.EpollServerSocketChannel;
+import io.netty.channel.epoll.EpollSocketChannel;
+import io.netty.channel.nio.NioIoHandler;
+import io.netty.channel.socket.SocketChannel;
+import io.netty.channel.socket.nio.NioServerSocketChannel;
+import io.netty.channel.socket.nio.NioSocketChannel;
+import io.netty.contrib.channel.rdma.RdmaChannel;
 import io.netty.contrib.channel.rdma.RdmaIoHandler;
 import io.netty.contrib.channel.rdma.RdmaIoHandlerConfig;
+import io.netty.contrib.channel.rdma.RdmaServerChannel;
 
-/** Command-line options shared by {@link EchoServer} and {@link EchoClient}. */
+import java.util.Locale;
+
+/**
+ * Command-line options shared by {@link EchoServer} and {@link EchoClient}. {@code --transport epoll} or {@code nio}
+ * runs the same code over TCP, for a comparison on the same machine.
+ */
 final class Options {
+    /** The transports the example runs on: RDMA, and Netty's two TCP transports to compare with. */
+    enum Transport { RDMA, EPOLL, NIO }
+
+    Transport transport = Transport.RDMA;
     String address = "127.0.0.1";
     int port = 7474;
     int size = 64;
     int count = 10_000;
+    int warmup;
     int concurrency = 1;
     int threads = 1;
     boolean busyPoll;
+    long spinNanos = -1;
 
     static Options parse(String[] args) {
         Options o = new Options();
@@ -23,9 +44,12 @@ final class Options {
                 case "--port" -> o.port = intValue(args, ++i, arg, 0);
                 case "--size" -> o.size = intValue(args, ++i, arg, 1);
                 case "--count" -> o.count = intValue(args, ++i, arg, 1);
+                case "--warmup" -> o.warmup = intValue(args, ++i, arg, 0);
+                case "--transport" -> o.transport = transport(value(args, ++i, arg));
                 case "--concurrency" -> o.concurrency = intValue(args, ++i, arg, 1);
                 case "--threads" -> o.threads = intValue(args, ++i, arg, 1);
                 case "--busy-poll" -> o.busyPoll = true;
+                case "--spin-nanos" -> o.spinNanos = intValue(args, ++i, arg, 0);
                 case "--help", "-h" -> usage(null);
                 default -> usage("unknown option " + arg);
             }
@@ -34,7 +58,45 @@ final class Options {
     }
 
     IoHandlerFactory ioHandlerFactory() {
-        return busyPoll ? RdmaIoHandler.newFactory(RdmaIoHandlerConfig.spinning()) : RdmaIoHandler.newFactory();
+        return switch (transport) {
+            case RDMA -> busyPoll ? RdmaIoHandler.newFactory(RdmaIoHandlerConfig.spinning())
+                    : spinNanos >= 0 ? RdmaIoHandler.newFactory(new RdmaIoHandlerConfig().spinNanos(spinNanos))
+                    : RdmaIoHandler.newFactory();
+            case EPOLL -> EpollIoHandler.newFactory();
+            case NIO -> NioIoHandler.newFactory();
+        };
+    }
+
+    Class<? extends ServerChannel> serverChannelClass() {
+        return switch (transport) {
+            case RDMA -> RdmaServerChannel.class;
+            case EPOLL -> EpollServerSocketChannel.class;
+            case NIO -> NioServerSocketChannel.class;
+        };
+    }
+
+    Class<? extends SocketChannel> channelClass() {
+        return switch (transport) {
+            case RDMA -> RdmaChannel.class;
+            case EPOLL -> EpollSocketChannel.class;
+            case NIO -> NioSocketChannel.class;
+        };
+    }
+
+    /** Selects the bundled software device when RDMA is asked for and the machine has no RDMA hardware. */
+    void selectDevice() {
+        if (transport == Transport.RDMA) {
+            SoftwareDevice.selectIfNoHardware();
+        }
+    }
+
+    private static Transport transport(String name) {
+        try {
+            return Transport.valueOf(name.toUpperCase(Locale.ROOT));
+        } catch (IllegalArgumentException e) {
+            usage("--transport is rdma, epoll or nio, got " + name);
+            return Transport.RDMA;
+        }
     }
 
     private static String value(String[] args, int i, String name) {
@@ -63,7 +125,9 @@ final class Options {
             System.err.println(error);
         }
         System.err.println("options: --address A (127.0.0.1) --port P (7474) --size BYTES (64) --count N (10000)"
-                + " --concurrency CONNECTIONS (1) --threads LOOPS (1) --busy-poll");
+                + " --warmup N (0: echoes before the measured ones, not counted) --concurrency CONNECTIONS (1)"
+                + " --threads LOOPS (1) --busy-poll --spin-nanos NS (the adaptive loop's longest spin, 50000)"
+                + " --transport rdma|epoll|nio (rdma)");
         System.exit(error == null ? 0 : 2);
     }
 }
