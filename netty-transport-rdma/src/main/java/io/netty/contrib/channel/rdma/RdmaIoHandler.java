@@ -51,14 +51,6 @@ public final class RdmaIoHandler implements IoHandler {
     private static final long CM_TOKEN = -1;
     private static final long FD_TOKEN = -2;
     private static final int YIELD_AFTER_SPINS = 256;
-    /** The shortest spin the adaptive window shrinks to: a few polls. */
-    private static final long MIN_SPIN_NANOS = 1_000;
-    /** Spins in a row that did not pay before the adaptive loop spins less. */
-    private static final int SHRINK_SPIN_AFTER_MISSES = 4;
-    /** Misses at the shortest spin after which the adaptive loop tries its full spin again. */
-    private static final int RETRY_SPIN_AFTER_BLOCKS = 32;
-    /** A turn of the spin this long means the thread was preempted. */
-    private static final long PREEMPTED_NANOS = 20_000;
     private static final int CM_POLL_INTERVAL_MASK = 63;
     /** Work requests prepared before one {@code ibv_post_send}. */
     private static final int SEND_BATCH = 32;
@@ -82,13 +74,8 @@ public final class RdmaIoHandler implements IoHandler {
     private final List<AutoCloseable> toClose = new ArrayList<>();
     private final List<Registration> afterCompletions = new ArrayList<>();
     private int nextId;
-    /**
-     * How long the adaptive loop spins now, between {@link #MIN_SPIN_NANOS} and {@code config.spinNanos()}: see
-     * {@link #spinMissed()}; back to the full spin whenever a spin pays.
-     */
-    private long spinWindow;
-    private int spinMisses;
-    private int blocksAtMinSpin;
+    /** How long the adaptive loop spins before it blocks. */
+    private final SpinPolicy spin;
     private volatile boolean blocked;
     private volatile boolean wakeRequested;
 
@@ -106,7 +93,7 @@ public final class RdmaIoHandler implements IoHandler {
     private RdmaIoHandler(ThreadAwareExecutor executor, RdmaIoHandlerConfig config) {
         this.executor = executor;
         this.config = config;
-        this.spinWindow = config.spinNanos();
+        this.spin = new SpinPolicy(config.spinNanos());
         BY_LOOP.put(executor, this);
     }
 
@@ -251,20 +238,21 @@ public final class RdmaIoHandler implements IoHandler {
         // from the executor's ticker), which is why the spin is bounded by the delay.
         long now = System.nanoTime();
         long taskDue = now + context.delayNanos(now);
-        long spinUntil = config.pureSpin() ? Long.MAX_VALUE : now + spinWindow;
+        long spinStart = now;
+        long spinUntil = config.pureSpin() ? Long.MAX_VALUE : now + spin.window();
         int spins = 0;
         boolean preempted = false;
         while (!wakeRequested) {
             work = poll(cmTurn());
             if (work > 0) {
-                spinEnded(preempted);
+                spin.spun(System.nanoTime() - spinStart, preempted);
                 return work;
             }
             long last = now;
             now = System.nanoTime();
             // A turn of the spin takes well under a microsecond: a longer one means the thread lost its core
             // (to a yield or to the scheduler), so other threads want the CPU this loop is spinning on.
-            preempted |= now - last > PREEMPTED_NANOS;
+            preempted |= now - last > SpinPolicy.PREEMPTED_NANOS;
             if (now - taskDue >= 0) {
                 // A scheduled task is due: the event loop runs it, then calls run() again.
                 return 0;
@@ -282,10 +270,7 @@ public final class RdmaIoHandler implements IoHandler {
         if (wakeRequested) {
             return 0;
         }
-        if (preempted) {
-            spinMissed();
-        }
-        return block(context);
+        return block(context, preempted);
     }
 
     /** Whether this turn of the loop looks at the rdma_cm channel (a syscall) without epoll having said so. */
@@ -293,7 +278,8 @@ public final class RdmaIoHandler implements IoHandler {
         return (turns++ & CM_POLL_INTERVAL_MASK) == 0;
     }
 
-    private int block(IoHandlerContext context) {
+    /** {@code preempted}: the spin before this block lost its core to other threads. */
+    private int block(IoHandlerContext context, boolean preempted) {
         for (int i = 0; i < groups.size(); i++) {
             groups.get(i).cq.reqNotify(false);
         }
@@ -330,56 +316,14 @@ public final class RdmaIoHandler implements IoHandler {
             blocked = false;
         }
         int completed = pollCompletions();
-        if (completed > 0) {
-            adaptSpin(System.nanoTime() - blockedAt);
+        long waited = System.nanoTime() - blockedAt;
+        if (preempted) {
+            spin.lostCore();
+        } else if (completed > 0 || waited > config.spinNanos()) {
+            // (A short block that a task or a timer ended says nothing about the traffic.)
+            spin.blocked(waited);
         }
         return completed + poll(cmReady);
-    }
-
-    /**
-     * After a block that ended with completions {@code waitedNanos} later: if a spin of at most spinNanos would
-     * have caught them, spin fully next time; if not, the spin was missed.
-     */
-    private void adaptSpin(long waitedNanos) {
-        if (spinWindow + waitedNanos <= config.spinNanos()) {
-            spinEnded(false);
-        } else {
-            spinMissed();
-        }
-    }
-
-    /** The spin found work: spin fully next time, unless other threads wanted the core meanwhile. */
-    private void spinEnded(boolean preempted) {
-        if (preempted) {
-            spinMissed();
-        } else {
-            spinWindow = config.spinNanos();
-            spinMisses = 0;
-            blocksAtMinSpin = 0;
-        }
-    }
-
-    /**
-     * A spin that did not pay: the work came later than a full spin, or the spinning thread lost its core. The
-     * spin then only takes a core from whoever produces the work (on a small machine, the peer itself or the JIT
-     * compiler). {@value #SHRINK_SPIN_AFTER_MISSES} misses in a row halve it, down to {@value #MIN_SPIN_NANOS} ns
-     * (fewer, such as a preempted peer or a collection, say nothing about the traffic); at the shortest spin the
-     * full one is tried again every {@value #RETRY_SPIN_AFTER_BLOCKS} misses, because two peers that both block see
-     * each other's wake-up latency and would never spin again, though spinning could pay once both do.
-     */
-    private void spinMissed() {
-        if (++spinMisses < SHRINK_SPIN_AFTER_MISSES) {
-            return;
-        }
-        long max = config.spinNanos();
-        long min = Math.min(max, MIN_SPIN_NANOS);
-        if (spinWindow > min) {
-            spinWindow = Math.max(min, spinWindow / 2);
-        } else if (++blocksAtMinSpin >= RETRY_SPIN_AFTER_BLOCKS) {
-            spinWindow = max;
-            spinMisses = 0;
-            blocksAtMinSpin = 0;
-        }
     }
 
     /** Dispatches every completion (and, if asked, every rdma_cm event) that is ready; returns how many. */

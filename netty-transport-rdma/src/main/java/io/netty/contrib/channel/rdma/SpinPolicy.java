@@ -1,0 +1,98 @@
+package io.netty.contrib.channel.rdma;
+
+/**
+ * How long an adaptive {@link RdmaIoHandler} loop spins before it blocks, learnt from how its spins went. Loop
+ * thread only.
+ *
+ * <ul>
+ *   <li>A spin that finds work after {@code t} ns <em>paid</em>: the window becomes {@value #HEADROOM} times the
+ *       running average of {@code t} (plus {@value #MIN_SPIN_NANOS} ns), at most {@code spinNanos}. An echo whose
+ *       answer comes in 3 µs spins about 25 µs, not 50, after its last message of a burst.</li>
+ *   <li>A block whose completions came sooner than a full spin would have waited counts as a spin that paid
+ *       late.</li>
+ *   <li>A spin <em>missed</em> when the loop blocked and its next work came later than a full spin, or when the
+ *       spinning thread lost its core meanwhile (a turn of the spin took over {@value #PREEMPTED_NANOS} ns): then
+ *       the machine has more busy threads than cores, and spinning takes the core the peer or the JIT compiler
+ *       needs. {@value #SHRINK_AFTER_MISSES} misses in a row halve the window, down to {@value #MIN_SPIN_NANOS}
+ *       ns; fewer (a preempted peer, a collection) say nothing about the traffic.</li>
+ *   <li>At the shortest window the full spin is tried again after {@value #RETRY_AFTER_MISSES} more misses: two
+ *       peers that both block see each other's wake-up latency and would never spin again, though spinning could
+ *       pay once both do.</li>
+ * </ul>
+ */
+final class SpinPolicy {
+    /** The shortest window: a few polls. */
+    static final long MIN_SPIN_NANOS = 1_000;
+    /** A turn of the spin this long means the thread was preempted. */
+    static final long PREEMPTED_NANOS = 20_000;
+    static final int HEADROOM = 8;
+    static final int SHRINK_AFTER_MISSES = 4;
+    static final int RETRY_AFTER_MISSES = 32;
+
+    private final long max;
+    private final long min;
+    private long window;
+    /** Running average (1/8 weight) of how long spins that paid took. */
+    private long paidAfter;
+    private int misses;
+    private int missesAtMin;
+
+    SpinPolicy(long spinNanos) {
+        max = spinNanos;
+        min = Math.min(spinNanos, MIN_SPIN_NANOS);
+        window = max;
+        paidAfter = max / HEADROOM;
+    }
+
+    /** How long to spin now. */
+    long window() {
+        return window;
+    }
+
+    /** The spin found work {@code nanos} after it began; {@code preempted}: the thread lost its core meanwhile. */
+    void spun(long nanos, boolean preempted) {
+        if (preempted) {
+            missed();
+        } else {
+            paid(nanos);
+        }
+    }
+
+    /** A spin that ran out without work, before a block, lost its core meanwhile: a miss. */
+    void lostCore() {
+        missed();
+    }
+
+    /**
+     * The loop blocked after a spin of {@link #window()} and woke {@code waitedNanos} later, with completions or
+     * after longer than a full spin (a short block that a task or timer ended says nothing).
+     */
+    void blocked(long waitedNanos) {
+        long after = window + waitedNanos;
+        if (after <= max) {
+            paid(after);
+        } else {
+            missed();
+        }
+    }
+
+    private void paid(long nanos) {
+        paidAfter += (nanos - paidAfter) / 8;
+        window = Math.max(min, Math.min(max, HEADROOM * paidAfter + MIN_SPIN_NANOS));
+        misses = 0;
+        missesAtMin = 0;
+    }
+
+    private void missed() {
+        if (++misses < SHRINK_AFTER_MISSES) {
+            return;
+        }
+        if (window > min) {
+            window = Math.max(min, window / 2);
+        } else if (++missesAtMin >= RETRY_AFTER_MISSES) {
+            window = max;
+            misses = 0;
+            missesAtMin = 0;
+        }
+    }
+}
