@@ -12,6 +12,8 @@ import io.netty.contrib.channel.rdma.internal.verbs.CmEvent;
 import io.netty.contrib.channel.rdma.internal.verbs.CmEventChannel;
 import io.netty.contrib.channel.rdma.internal.verbs.CmEventType;
 import io.netty.contrib.channel.rdma.internal.verbs.CmId;
+import io.netty.contrib.channel.rdma.internal.verbs.Epoll;
+import io.netty.contrib.channel.rdma.internal.verbs.EventFd;
 import io.netty.contrib.channel.rdma.internal.verbs.SendWorkRequests;
 import io.netty.contrib.channel.rdma.internal.verbs.VerbsContext;
 import io.netty.contrib.channel.rdma.internal.verbs.WorkCompletions;
@@ -50,6 +52,9 @@ public final class RdmaIoHandler implements IoHandler {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaIoHandler.class);
     private static final long CM_TOKEN = -1;
     private static final long FD_TOKEN = -2;
+    private static final long WAKE_TOKEN = -3;
+    /** Ready fds one {@code epoll_wait} reports: the wakeup eventfd, the rdma_cm channel, the fd watcher, devices. */
+    private static final int MAX_READY = 8;
     private static final int YIELD_AFTER_SPINS = 256;
     private static final int CM_POLL_INTERVAL_MASK = 63;
     /** Work requests prepared before one {@code ibv_post_send}. */
@@ -67,7 +72,8 @@ public final class RdmaIoHandler implements IoHandler {
     /** Work requests one connection prepares and posts within one call (never left half-built between calls). */
     private SendWorkRequests sendWrs;
     private final int[] batchFlags = new int[SEND_BATCH];
-    private LinuxEpoll epoll;
+    private Epoll epoll;
+    private EventFd wakeFd;
     private CmEventChannel cmChannel;
     private FdWatcher fdWatcher;
     private final List<Registration> touched = new ArrayList<>();
@@ -147,9 +153,12 @@ public final class RdmaIoHandler implements IoHandler {
         try {
             completions = new WorkCompletions(config.pollBatch());
             sendWrs = new SendWorkRequests(SEND_BATCH, 2);
-            epoll = new LinuxEpoll();
+            epoll = new Epoll(MAX_READY);
+            wakeFd = new EventFd();
+            epoll.add(wakeFd.fd(), Epoll.EPOLLIN, WAKE_TOKEN);
             cmChannel = CmEventChannel.create();
-            epoll.add(cmChannel.fd(), CM_TOKEN);
+            cmChannel.setNonBlocking(true);
+            epoll.add(cmChannel.fd(), Epoll.EPOLLIN, CM_TOKEN);
         } catch (IOException e) {
             throw new UncheckedIOException("cannot initialize the RDMA event loop", e);
         }
@@ -188,7 +197,7 @@ public final class RdmaIoHandler implements IoHandler {
         if (q == null) {
             q = new DeviceQueue(device.context(), deviceQueues.size());
             try {
-                epoll.add(q.channel.fd(), q.index);
+                epoll.add(q.channel.fd(), Epoll.EPOLLIN, q.index);
             } catch (IOException e) {
                 q.close();
                 throw new UncheckedIOException(e);
@@ -297,10 +306,12 @@ public final class RdmaIoHandler implements IoHandler {
         try {
             if (!wakeRequested && timeoutMillis > 0) {
                 blocks++;
-                int ready = epoll.await(timeoutMillis);
+                int ready = epoll.wait(timeoutMillis);
                 for (int i = 0; i < ready; i++) {
-                    long token = epoll.readyToken(i);
-                    if (token == CM_TOKEN || token == FD_TOKEN) {
+                    long token = epoll.token(i);
+                    if (token == WAKE_TOKEN) {
+                        wakeFd.drain();
+                    } else if (token == CM_TOKEN || token == FD_TOKEN) {
                         cmReady = true;
                     } else if (token >= 0 && token < deviceQueues.size()) {
                         deviceQueues.get((int) token).takeEvent();
@@ -521,6 +532,9 @@ public final class RdmaIoHandler implements IoHandler {
         if (fdWatcher != null) {
             fdWatcher.close();
         }
+        if (wakeFd != null) {
+            wakeFd.close();
+        }
         if (epoll != null) {
             epoll.close();
         }
@@ -549,7 +563,7 @@ public final class RdmaIoHandler implements IoHandler {
             if (fdWatcher == null) {
                 FdWatcher watcher = new FdWatcher(executor);
                 try {
-                    epoll.add(watcher.fd(), FD_TOKEN);
+                    epoll.add(watcher.fd(), Epoll.EPOLLIN, FD_TOKEN);
                 } catch (IOException e) {
                     watcher.close();
                     throw e;
@@ -567,7 +581,7 @@ public final class RdmaIoHandler implements IoHandler {
         wakeRequested = true;
         if (blocked) {
             wakeups.incrementAndGet(); // on the way to a system call: the atomic costs nothing that counts
-            epoll.wakeup();
+            wakeFd.signal();
         }
     }
 
