@@ -6,15 +6,20 @@ import io.netty.channel.Channel;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
+import io.netty.channel.EventLoop;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.channel.socket.SocketChannel;
+import io.netty.contrib.channel.rdma.RdmaChannel;
+import io.netty.contrib.channel.rdma.RdmaIoHandler;
 import io.netty.util.concurrent.Promise;
 
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
+import java.util.Set;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.zip.CRC32;
@@ -28,7 +33,7 @@ import java.util.zip.CRC32;
  *
  * <pre>
  * java --enable-native-access=ALL-UNNAMED -cp ... EchoClient [--address 127.0.0.1] [--port 7474] [--size 64]
- *      [--count 10000] [--warmup 0] [--concurrency 1] [--busy-poll] [--transport rdma|epoll|nio]
+ *      [--count 10000] [--warmup 0] [--concurrency 1] [--busy-poll] [--stats] [--transport rdma|epoll|nio]
  * </pre>
  */
 public final class EchoClient {
@@ -83,6 +88,9 @@ public final class EchoClient {
                 end = Math.max(end, handler.measuredTo);
             }
             long elapsed = end - start;
+            if (options.stats && options.transport == Options.Transport.RDMA) {
+                printStats(channels);
+            }
             for (Channel ch : channels) {
                 ch.close().sync();
             }
@@ -92,6 +100,18 @@ public final class EchoClient {
             return ok;
         } finally {
             group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
+        }
+    }
+
+    /** What the transport counted: each connection's {@code RdmaChannel.metric()} and each loop's. */
+    private static void printStats(List<Channel> channels) {
+        Set<EventLoop> loops = new LinkedHashSet<>();
+        for (Channel ch : channels) {
+            System.out.println("connection " + ch.localAddress() + ": " + ((RdmaChannel) ch).metric());
+            loops.add(ch.eventLoop());
+        }
+        for (EventLoop loop : loops) {
+            System.out.println("loop " + loop + ": " + RdmaIoHandler.metric(loop));
         }
     }
 

@@ -34,6 +34,7 @@ final class Options {
     int threads = 1;
     boolean busyPoll;
     long spinNanos = -1;
+    boolean stats;
 
     static Options parse(String[] args) {
         Options o = new Options();
@@ -49,6 +50,7 @@ final class Options {
                 case "--concurrency" -> o.concurrency = intValue(args, ++i, arg, 1);
                 case "--threads" -> o.threads = intValue(args, ++i, arg, 1);
                 case "--busy-poll" -> o.busyPoll = true;
+                case "--stats" -> o.stats = true;
                 case "--spin-nanos" -> o.spinNanos = intValue(args, ++i, arg, 0);
                 case "--help", "-h" -> usage(null);
                 default -> usage("unknown option " + arg);
@@ -127,7 +129,7 @@ final class Options {
         System.err.println("options: --address A (127.0.0.1) --port P (7474) --size BYTES (64) --count N (10000)"
                 + " --warmup N (0: echoes before the measured ones, not counted) --concurrency CONNECTIONS (1)"
                 + " --threads LOOPS (1) --busy-poll --spin-nanos NS (the adaptive loop's longest spin, 50000)"
-                + " --transport rdma|epoll|nio (rdma)");
+                + " --stats (the transport's counters at the end) --transport rdma|epoll|nio (rdma)");
         System.exit(error == null ? 0 : 2);
     }
 }
