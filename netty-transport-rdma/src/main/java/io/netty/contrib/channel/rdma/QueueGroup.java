@@ -56,11 +56,14 @@ final class QueueGroup {
     private int surplus;
     /** Send queue entries of the connections on this group's CQ. */
     private int sendEntries;
+    /** Told when connections join or leave (the loop's metric). */
+    private final Runnable onChange;
     private int connections;
 
     QueueGroup(int index, ProtectionDomain pd, CompletionChannel channel, RdmaByteBufAllocator alloc, int slotSize,
-               RdmaIoHandlerConfig config) {
+               RdmaIoHandlerConfig config, Runnable onChange) {
         this.index = index;
+        this.onChange = onChange;
         this.slotSize = slotSize;
         this.alloc = alloc;
         var device = pd.context().queryDevice();
@@ -106,6 +109,7 @@ final class QueueGroup {
         connections++;
         raise(credits);
         flush();
+        onChange.run();
         return true;
     }
 
@@ -118,6 +122,22 @@ final class QueueGroup {
         committed -= grant;
         surplus += posted;
         connections--;
+        onChange.run();
+    }
+
+    /** Entries of the completion queue. */
+    int completionQueueEntries() {
+        return cq.cqe();
+    }
+
+    /** Completion queue entries that could be filled at once: every receive of the SRQ and every send queue. */
+    int completionQueueReserved() {
+        return srq.maxWr() + sendEntries;
+    }
+
+    /** Receive credits granted to the peers of this group's connections. */
+    int creditsGranted() {
+        return committed;
     }
 
     /** Credits that may still be granted to peers. */

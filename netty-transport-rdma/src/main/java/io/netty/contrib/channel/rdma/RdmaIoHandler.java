@@ -120,6 +120,26 @@ public final class RdmaIoHandler implements IoHandler {
     /** Queue groups (a completion queue and a shared receive queue each) and queue pairs, for the metric. */
     volatile int queueGroupCount;
     volatile int queuePairCount;
+    /** Sums over the queue groups, for the metric: completion queue entries, those reserved, credits granted. */
+    volatile long cqEntries;
+    volatile long cqReserved;
+    volatile long creditsGranted;
+
+    /** Connections joined or left a queue group (loop thread): the metric's sums again. */
+    private void queuesChanged() {
+        long entries = 0;
+        long reserved = 0;
+        long granted = 0;
+        for (int i = 0; i < groups.size(); i++) {
+            QueueGroup g = groups.get(i);
+            entries += g.completionQueueEntries();
+            reserved += g.completionQueueReserved();
+            granted += g.creditsGranted();
+        }
+        cqEntries = entries;
+        cqReserved = reserved;
+        creditsGranted = granted;
+    }
 
     /** A factory of handlers with the default, adaptive {@link RdmaIoHandlerConfig}. */
     public static IoHandlerFactory newFactory() {
@@ -209,7 +229,8 @@ public final class RdmaIoHandler implements IoHandler {
                 return g;
             }
         }
-        QueueGroup g = new QueueGroup(groups.size(), device.pd(), q.channel, device.allocator(), slotSize, config);
+        QueueGroup g = new QueueGroup(groups.size(), device.pd(), q.channel, device.allocator(), slotSize, config,
+                this::queuesChanged);
         if (!g.join(sqDepth, credits)) {
             g.close();
             throw new IllegalStateException("a new completion queue of " + g.cq.cqe() + " entries and shared receive"
@@ -220,6 +241,7 @@ public final class RdmaIoHandler implements IoHandler {
         q.groups.add(g);
         groups.add(g);
         queueGroupCount = groups.size();
+        queuesChanged();
         return g;
     }
 

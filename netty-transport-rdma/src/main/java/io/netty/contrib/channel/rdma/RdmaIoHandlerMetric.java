@@ -48,10 +48,31 @@ public final class RdmaIoHandlerMetric {
         return handler.queuePairCount;
     }
 
+    /** Entries of the loop's completion queues together (they grow as connections join). */
+    public long completionQueueEntries() {
+        return handler.cqEntries;
+    }
+
+    /**
+     * Completion queue entries that could be filled at once: every receive the shared receive queues hold and
+     * every connection's send queue. Never more than {@link #completionQueueEntries()}: a connection that would
+     * need more makes the queue grow, or goes to a new queue group.
+     */
+    public long completionQueueReserved() {
+        return handler.cqReserved;
+    }
+
+    /** Receive credits granted to the loop's peers together: receives they may have in flight at once. */
+    public long receiveCreditsGranted() {
+        return handler.creditsGranted;
+    }
+
     @Override
     public String toString() {
         return "RdmaIoHandlerMetric{polls=" + polls() + ", emptyPolls=" + emptyPolls() + ", completions="
                 + completions() + ", sleeps=" + sleeps() + ", wakeups=" + wakeups() + ", queueGroups="
-                + queueGroups() + ", queuePairs=" + queuePairs() + '}';
+                + queueGroups() + ", queuePairs=" + queuePairs() + ", completionQueueEntries="
+                + completionQueueEntries() + ", completionQueueReserved=" + completionQueueReserved()
+                + ", receiveCreditsGranted=" + receiveCreditsGranted() + '}';
     }
 }

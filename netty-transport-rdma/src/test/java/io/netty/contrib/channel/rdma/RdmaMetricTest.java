@@ -101,7 +101,19 @@ class RdmaMetricTest {
             assertThat(loop.polls()).isGreaterThanOrEqualTo(loop.emptyPolls());
             assertThat(loop.queueGroups()).isPositive();
             assertThat(loop.queuePairs()).isPositive();
+            long entries = loop.completionQueueEntries();
+            long reserved = loop.completionQueueReserved();
+            long granted = loop.receiveCreditsGranted();
+            assertThat(reserved).isPositive().isLessThanOrEqualTo(entries);
+            assertThat(granted).isPositive();
             client.close().sync();
+            // the connection left its queue group: its send queue and its grant are no longer reserved
+            long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (loop.completionQueueReserved() == reserved && System.nanoTime() < until) {
+                Thread.sleep(10);
+            }
+            assertThat(loop.completionQueueReserved()).isLessThan(reserved);
+            assertThat(loop.receiveCreditsGranted()).isLessThan(granted);
             // the counters outlive the connection
             assertThat(client.metric().bytesWritten()).isEqualTo(total);
         } finally {

@@ -72,6 +72,12 @@ public final class RdmaMeterBinder implements MeterBinder {
                     RdmaIoHandlerMetric::queuePairs, t, null);
             gauge(registry, "rdma.loop.queue.groups", "completion queue and shared receive queue pairs", m,
                     RdmaIoHandlerMetric::queueGroups, t, null);
+            gauge(registry, "rdma.loop.cq.entries", "entries of the loop's completion queues", m,
+                    RdmaIoHandlerMetric::completionQueueEntries, t, null);
+            gauge(registry, "rdma.loop.cq.reserved", "completion queue entries that could be filled at once", m,
+                    RdmaIoHandlerMetric::completionQueueReserved, t, null);
+            gauge(registry, "rdma.loop.credits.granted", "receive credits granted to the loop's peers", m,
+                    RdmaIoHandlerMetric::receiveCreditsGranted, t, null);
         }
         RdmaByteBufAllocator.Metric a = allocator.metric();
         gauge(registry, "rdma.allocator.memory.registered", "bytes registered with the device, free ones too", a,
