@@ -6,6 +6,7 @@ module io.netty.contrib.transport.rdma {
     requires transitive io.netty.common;
     requires transitive io.netty.buffer;
     requires transitive io.netty.transport;
+    requires jdk.jfr;
 
     exports io.netty.contrib.channel.rdma;
 }

@@ -305,6 +305,7 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
             connection.start(acceptedPeer);
         } catch (RuntimeException e) {
             reject(e instanceof ProtocolException p ? p.rejectReason() : RejectReason.REASON_NO_RESOURCES);
+            RdmaEvents.rejected(local, remote, e.toString());
             throw e;
         }
         cmId.accept(ConnParam.of(connectParameters()));
@@ -367,6 +368,9 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
         }
         if (!wasOpen) {
             return;
+        }
+        if (established) {
+            RdmaEvents.closed(local, remote, counters, peerGone);
         }
         if (connection != null && established && !peerGone && !connection.sendsDone()) {
             // Deliver what was posted before the close: tear down after the last send completes.
@@ -500,6 +504,7 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
             connection.start(peer);
             local = cmId.localAddress();
             remote = cmId.remoteAddress();
+            RdmaEvents.connected(local, remote);
             fulfillConnect();
             // The server may have sent before this event came: deliver what waits, answer what it asked for
             // (a ring, credits).
@@ -509,6 +514,7 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
             }
         } else {
             active = true;
+            RdmaEvents.accepted(local, remote);
             if (handshakePending) {
                 handshakePending = false;
                 ((RdmaServerChannel) parent()).handshakeDone();
@@ -652,6 +658,9 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
                 return;
             }
             peerGone = e instanceof IOException;
+            if (e instanceof ProtocolException) {
+                RdmaEvents.protocolError(local, remote, e.getMessage());
+            }
             if (registerPromise != null) {
                 // Not established yet, so no handler of the application's is there to hear it: the accept fails.
                 ConnectException failed = new ConnectException("connection from " + remote + " failed before it was"

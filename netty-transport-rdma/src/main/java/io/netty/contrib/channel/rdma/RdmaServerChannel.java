@@ -163,6 +163,7 @@ public final class RdmaServerChannel extends AbstractServerChannel implements Se
         } catch (ProtocolException e) {
             refusals.refused(this + ": rejected a connection request from " + id.remoteAddress() + ": "
                     + e.getMessage());
+            RdmaEvents.rejected(localAddress(), id.remoteAddress(), e.getMessage());
             reject(id, e.rejectReason());
             return;
         }
@@ -170,6 +171,7 @@ public final class RdmaServerChannel extends AbstractServerChannel implements Se
         String refused = admit(from);
         if (refused != null) {
             refusals.refused(this + ": rejected a connection request from " + from + ": " + refused);
+            RdmaEvents.rejected(localAddress(), from, refused);
             reject(id, RejectReason.REASON_NO_RESOURCES);
             return;
         }
