@@ -418,6 +418,15 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
         }
     }
 
+    /** Withdraws a {@code read()} not served yet (auto-read turned off). Any thread. */
+    void clearReadPending() {
+        if (isRegistered() && !eventLoop().inEventLoop()) {
+            eventLoop().execute(() -> readPending = false);
+        } else {
+            readPending = false;
+        }
+    }
+
     @Override
     protected void doBeginRead() {
         readPending = true;

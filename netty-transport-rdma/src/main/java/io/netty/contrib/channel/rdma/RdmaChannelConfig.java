@@ -431,6 +431,12 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
         return this;
     }
 
+    /** As on Netty's NIO and epoll channels: turning auto-read off also withdraws a {@code read()} not served yet. */
+    @Override
+    protected void autoReadCleared() {
+        ((RdmaChannel) channel).clearReadPending();
+    }
+
     @Override
     public RdmaChannelConfig setAutoClose(boolean autoClose) {
         super.setAutoClose(autoClose);
