@@ -12,6 +12,8 @@ import io.netty.contrib.channel.rdma.RdmaChannel;
 import io.netty.contrib.channel.rdma.RdmaIoHandler;
 import io.netty.contrib.channel.rdma.testsuite.TestAddress;
 import io.netty.util.concurrent.ScheduledFuture;
+import jdk.jfr.consumer.RecordedEvent;
+import jdk.jfr.consumer.RecordingFile;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.MethodOrderer;
@@ -72,11 +74,16 @@ class HostilePeerProcessTest {
     private static Map<String, Long> idle;
     /** The same with only the benign connection open. */
     private static Map<String, Long> withBenign;
+    /** The server's JDK Flight Recorder file, written when it exits. */
+    private static Path serverRecording;
 
     @BeforeAll
     static void startServerAndBenignStream() throws Exception {
         hostilePeer(); // fail before starting anything when the binary is missing
-        server = ChildJvm.startMergingErrors(List.of("-Xmx512m"), HostileServerProcess.class,
+        // The server records the transport's JFR events; the last test reads them when it has exited.
+        serverRecording = Files.createTempDirectory("hostile-server").resolve("server.jfr");
+        server = ChildJvm.startMergingErrors(List.of("-Xmx512m",
+                "-XX:StartFlightRecording:dumponexit=true,filename=" + serverRecording), HostileServerProcess.class,
                 String.valueOf(ESTABLISH_TIMEOUT_MILLIS));
         String line = server.awaitLine("PORT ", 60);
         assertThat(line).as(() -> "the server's PORT line; " + server.diagnose()).isNotNull();
@@ -328,6 +335,21 @@ class HostilePeerProcessTest {
             }
         }
         assertThat(server.awaitExit(30)).as("server exit code").isZero();
+
+        // What the server's JFR events say of it: each broken rule and each refused request, with its reason.
+        List<RecordedEvent> events = RecordingFile.readAllEvents(serverRecording);
+        List<String> errors = events.stream().filter(e -> e.getEventType().getName()
+                .equals("io.netty.contrib.rdma.ProtocolError")).map(e -> e.getString("message")).toList();
+        assertThat(errors).as("ProtocolError events").anyMatch(m -> m.contains("unknown message type 9"))
+                .anyMatch(m -> m.contains("has unknown flags"))
+                .anyMatch(m -> m.contains("announced 512 in its immediate"))
+                .anyMatch(m -> m.contains("beyond the 4 receive credits"));
+        List<String> rejects = events.stream().filter(e -> e.getEventType().getName()
+                .equals("io.netty.contrib.rdma.Reject")).map(e -> e.getString("reason")).toList();
+        assertThat(rejects).as("Reject events").anyMatch(r -> r.contains("recvCredits 0 outside 2-4096"))
+                .anyMatch(r -> r.contains("peer speaks protocol version 2"));
+        assertThat(events.stream().filter(e -> e.getEventType().getName().equals("io.netty.contrib.rdma.Accept")))
+                .as("Accept events").isNotEmpty();
     }
 
     // ---------------------------------------------------------------- checks
