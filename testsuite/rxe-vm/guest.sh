@@ -257,6 +257,9 @@ run_perf() {
   fi
   kill "$server" 2>/dev/null
   wait "$server" 2>/dev/null
+  # What a user's first look shows here (README, Diagnose): the system's rdma-core on the kernel's rxe.
+  "${echo_java[@]}" io.netty.contrib.channel.rdma.internal.Main diagnose "$addr" >"$out/perf/diagnose.txt" 2>&1
+  summary "4 diagnose $addr" "exit status $? ($(grep -m1 '^Problems' "$out/perf/diagnose.txt"); perf/diagnose.txt)" ""
   [ "$ok" = 1 ] || failed=1
   summary "4 perftest + echo" "$([ "$ok" = 1 ] && echo done || echo FAILED)" "$(since "$t0")"
 }
