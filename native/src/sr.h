@@ -14,7 +14,7 @@
  *   sr_comp.c    completer: responses -> CQEs, RNR and transport retries
  *   sr_net.c     the wire (TCP between processes, direct calls inside one),
  *                the instance registry and the progress thread
- *   sr_cm.c      librdmacm (built into librdmacm.so.1)
+ *   sr_cm_*.c    librdmacm (built into librdmacm.so.1; its parts: sr_cm_int.h)
  */
 #ifndef SR_H
 #define SR_H
