@@ -4,17 +4,22 @@
  *
  * Internal structures shared by the parts of the device. The layout follows
  * Linux Soft-RoCE (drivers/infiniband/sw/rxe): one file per part
- *   sr_device.c  device list, contexts, queries, async events, object counts
- *   sr_mr.c      protection domains, memory regions, key checks
- *   sr_mw.c      memory windows: bind, invalidate, rkey checks through a window
- *   sr_cq.c      completion queues and completion channels
- *   sr_qp.c      queue pairs, shared receive queues, the QP state machine
- *   sr_req.c     requester: send WQEs -> request messages
- *   sr_resp.c    responder: executes requests against local MRs and RECV WQEs
- *   sr_comp.c    completer: responses -> CQEs, RNR and transport retries
- *   sr_net.c     the wire (TCP between processes, direct calls inside one),
- *                the instance registry and the progress thread
- *   sr_cm_*.c    librdmacm (built into librdmacm.so.1; its parts: sr_cm_int.h)
+ *   sr_device.c    device list, contexts, queries, async events, object counts
+ *   sr_mr.c        protection domains, memory regions, key checks
+ *   sr_mw.c        memory windows: bind, invalidate, rkey checks through a window
+ *   sr_cq.c        completion queues and completion channels
+ *   sr_qp.c        queue pairs, shared receive queues, the QP state machine
+ *   sr_req.c       requester: send WQEs -> request messages
+ *   sr_resp.c      responder: executes requests against local MRs and RECV WQEs
+ *   sr_comp.c      completer: responses -> CQEs, RNR and transport retries
+ *   sr_registry.c  the instance registry
+ *   sr_net.c       the wire: connections (TCP between processes, shared memory on
+ *                  one host, direct calls inside one process), handshakes, the output
+ *                  queue and ACK coalescing
+ *   sr_recv.c      receive: payload sources, frame checks and dispatch, busy polling
+ *   sr_progress.c  the progress thread and its timers
+ *                  (the wire's four parts share sr_net_int.h)
+ *   sr_cm_*.c      librdmacm (built into librdmacm.so.1; its parts share sr_cm_int.h)
  */
 #ifndef SR_H
 #define SR_H
