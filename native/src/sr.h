@@ -33,6 +33,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "sr_util.h"
+
 #define SR_EXPORT __attribute__((visibility("default")))
 #define SR_HIDDEN __attribute__((visibility("hidden")))
 
@@ -74,8 +76,7 @@ enum sr_kind {
 
 /* ---- debug trace -------------------------------------------------------- */
 SR_HIDDEN extern int sr_debug;
-#define sr_dbg(fmt, ...) do { if (sr_debug) \
-	fprintf(stderr, "softrdma[%d]: " fmt "\n", (int)getpid(), ##__VA_ARGS__); } while (0)
+#define sr_dbg(fmt, ...) SR_TRACE(sr_debug, "softrdma", fmt, ##__VA_ARGS__)
 
 /* ---- objects ------------------------------------------------------------ */
 struct sr_async_rec {                  /* a queued async event (sr_device.c) */

@@ -88,11 +88,10 @@ int cm_debug;
 
 static void cm_init(void)
 {
-	const char *d = getenv("SOFTRDMA_DEBUG");
 	pthread_t th;
 	pthread_attr_t at;
 
-	cm_debug = d && *d && *d != '0';
+	cm_debug = sr_debug_env();
 	cm_ctx = softrdma_internal_open();
 	cm_ep = epoll_create1(EPOLL_CLOEXEC);
 	if (!cm_ctx || cm_ep < 0) {
