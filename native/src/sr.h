@@ -4,17 +4,22 @@
  *
  * Internal structures shared by the parts of the device. The layout follows
  * Linux Soft-RoCE (drivers/infiniband/sw/rxe): one file per part
- *   sr_device.c  device list, contexts, queries, async events, object counts
- *   sr_mr.c      protection domains, memory regions, key checks
- *   sr_mw.c      memory windows: bind, invalidate, rkey checks through a window
- *   sr_cq.c      completion queues and completion channels
- *   sr_qp.c      queue pairs, shared receive queues, the QP state machine
- *   sr_req.c     requester: send WQEs -> request messages
- *   sr_resp.c    responder: executes requests against local MRs and RECV WQEs
- *   sr_comp.c    completer: responses -> CQEs, RNR and transport retries
- *   sr_net.c     the wire (TCP between processes, direct calls inside one),
- *                the instance registry and the progress thread
- *   sr_cm.c      librdmacm (built into librdmacm.so.1)
+ *   sr_device.c    device list, contexts, queries, async events, object counts
+ *   sr_mr.c        protection domains, memory regions, key checks
+ *   sr_mw.c        memory windows: bind, invalidate, rkey checks through a window
+ *   sr_cq.c        completion queues and completion channels
+ *   sr_qp.c        queue pairs, shared receive queues, the QP state machine
+ *   sr_req.c       requester: send WQEs -> request messages
+ *   sr_resp.c      responder: executes requests against local MRs and RECV WQEs
+ *   sr_comp.c      completer: responses -> CQEs, RNR and transport retries
+ *   sr_registry.c  the instance registry
+ *   sr_net.c       the wire: connections (TCP between processes, shared memory on
+ *                  one host, direct calls inside one process), handshakes, the output
+ *                  queue and ACK coalescing
+ *   sr_recv.c      receive: payload sources, frame checks and dispatch, busy polling
+ *   sr_progress.c  the progress thread and its timers
+ *                  (the wire's four parts share sr_net_int.h)
+ *   sr_cm_*.c      librdmacm (built into librdmacm.so.1; its parts share sr_cm_int.h)
  */
 #ifndef SR_H
 #define SR_H
@@ -27,6 +32,8 @@
 #include <stdio.h>
 #include <sys/uio.h>
 #include <unistd.h>
+
+#include "sr_util.h"
 
 #define SR_EXPORT __attribute__((visibility("default")))
 #define SR_HIDDEN __attribute__((visibility("hidden")))
@@ -69,8 +76,7 @@ enum sr_kind {
 
 /* ---- debug trace -------------------------------------------------------- */
 SR_HIDDEN extern int sr_debug;
-#define sr_dbg(fmt, ...) do { if (sr_debug) \
-	fprintf(stderr, "softrdma[%d]: " fmt "\n", (int)getpid(), ##__VA_ARGS__); } while (0)
+#define sr_dbg(fmt, ...) SR_TRACE(sr_debug, "softrdma", fmt, ##__VA_ARGS__)
 
 /* ---- objects ------------------------------------------------------------ */
 struct sr_async_rec {                  /* a queued async event (sr_device.c) */

@@ -144,11 +144,10 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static void do_init(void)
 {
-	const char *d = getenv("SOFTRDMA_DEBUG");
 	struct rlimit rl;
 	uint64_t g;
 
-	sr_debug = d && *d && *d != '0';
+	sr_debug = sr_debug_env();
 	if (getenv("SOFTRDMA_DUMP_ON_EXIT") && *getenv("SOFTRDMA_DUMP_ON_EXIT") == '1')
 		atexit(dump_on_exit);
 	/* one socket per peer instance plus CM sockets: lift the soft fd limit */

@@ -6,7 +6,7 @@
  * rings (connector -> acceptor, acceptor -> connector) and hands it over on a
  * Unix socket together with its eventfd (sr_net.c does the handshake). Each
  * ring is single-producer / single-consumer: the connection's writer and
- * reader roles (wlock / rlock in sr_net.c) make sure of that. A busy poller
+ * reader roles (wlock / rlock, sr_net_int.h) make sure of that. A busy poller
  * of the receiving process reads a ring directly; a sleeping side is woken
  * only when it said so in the ring's wait flags: by futex(2) for a thread
  * waiting inside a message, by the eventfd for the progress thread.

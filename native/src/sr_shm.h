@@ -3,8 +3,9 @@
  * The same-host wire: two instances of one host and one network namespace
  * exchange their message stream through a pair of shared-memory rings instead
  * of a TCP socket (sr_shm.c). The rings carry exactly the bytes a TCP
- * connection would (struct sr_hdr + payload), so the connection layer in
- * sr_net.c runs the same framing, ACK coalescing and output queue over both.
+ * connection would (struct sr_hdr + payload), so the connection layer
+ * (sr_net.c, sr_recv.c) runs the same framing, ACK coalescing and output
+ * queue over both.
  */
 #ifndef SR_SHM_H
 #define SR_SHM_H

@@ -2,13 +2,14 @@
 /*
  * Helpers shared by both libraries (libibverbs.so.1 and librdmacm.so.1): the
  * CM cannot call the verbs library's hidden functions, so each library gets
- * its own inline copy of one definition.
+ * its own inline copy of one definition (sr_device.c, sr_shm.c, sr_cm_*.c).
  */
 #ifndef SR_UTIL_H
 #define SR_UTIL_H
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,6 +31,14 @@ static inline uint64_t sr_entropy64(void)
 	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
 		v = sr_clock_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
 	return v;
+}
+
+/* SOFTRDMA_DEBUG set and not "0": trace to stderr */
+static inline int sr_debug_env(void)
+{
+	const char *d = getenv("SOFTRDMA_DEBUG");
+
+	return d && *d && *d != '0';
 }
 
 /* the SOFTRDMA_DEBUG trace line: "<who>[pid]: ..." */

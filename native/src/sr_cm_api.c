@@ -1,158 +1,46 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * librdmacm for softrdma0.
+ * librdmacm for softrdma0: the API (event channels and events, ids, QPs,
+ * connection establishment, endpoints). The CM exchange itself is in
+ * sr_cm_wire.c, addresses in sr_cm_addr.c.
  *
- * Addresses are IP addresses; a listening id is a real TCP listening socket
- * on its address and port (so bind/listen have real semantics: EADDRINUSE,
- * ephemeral ports). Each connection has its own TCP connection to the
- * listener, which carries the CM exchange
- *     REQ ->  <- REP  RTU ->     (or <- REJ)      DREQ <-> DREP
- * as fixed-size messages; its EOF means the peer is gone (DISCONNECTED).
- * A CM thread (epoll) runs the protocol and queues events on the channels.
- * Every CM socket is non-blocking and a message is collected piecewise, so a
- * peer that stalls inside a message holds up only its own connection: no
- * socket call ever waits under cm_lock;
- * an event channel is an eventfd in semaphore mode, one count per queued
+ * An event channel is an eventfd in semaphore mode, one count per queued
  * event (a thread blocked on a destroyed channel stays blocked, as with the
  * kernel's rdma_cm file).
  */
 #define _GNU_SOURCE
-#include "sr.h"
-#include "sr_util.h"
+#include "sr_cm_int.h"
 
-#include <rdma/rdma_cma.h>
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/select.h>
-#include <sys/random.h>
-#include <sys/socket.h>
-#include <time.h>
 
-/* from libibverbs.so.1 (SOFTRDMA_1.0) */
-struct ibv_context *softrdma_internal_open(void);
-void softrdma_internal_count(int kind, int delta);
+pthread_mutex_t cm_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cm_acked = PTHREAD_COND_INITIALIZER; /* an event was acknowledged */
+static pthread_once_t cm_once = PTHREAD_ONCE_INIT;
+int cm_ep = -1;
+struct ibv_context *cm_ctx;
+static int cm_err;
+struct cm_id *all_ids;       /* cm_lock */
+#define ID_HASH 4096                /* ids by serial: the CM thread finds an event's id in O(1) */
+static struct cm_id *id_hash[ID_HASH];
 
-/* IBA CM private data sizes minus rdma_cm's 36-byte header (kernel limits) */
-#define PDATA_REQ 56
-#define PDATA_REP 196
-#define PDATA_REJ 148
-#define PDATA_MAX 196
-#define IB_CM_REJ_CONSUMER_DEFINED 28
-#define CONNECT_TIMEOUT_MS 5000
-/* as IB CM times out a REP that no RTU answers (SOFTRDMA_CM_REP_TIMEOUT_MS overrides, for tests) */
-#define REP_TIMEOUT_MS 15000
-
-#define CM_MAGIC_ID 0x434d4944u
-#define CM_MAGIC_CH 0x434d4348u
-
-enum cm_msg_type { MSG_REQ = 1, MSG_REP, MSG_RTU, MSG_REJ, MSG_DREQ, MSG_DREP };
-
-struct cm_msg {
-	uint8_t type;
-	uint8_t pdata_len;
-	uint8_t responder_resources;
-	uint8_t initiator_depth;
-	uint8_t retry_count;
-	uint8_t rnr_retry_count;
-	uint8_t srq;
-	uint8_t pad;
-	uint32_t qpn;
-	uint32_t psn;
-	uint32_t magic;
-	uint8_t pdata[PDATA_MAX];
-} __attribute__((packed));
-
-enum cm_state {
-	CMS_IDLE, CMS_BOUND, CMS_ADDR_QUERY, CMS_ADDR_RESOLVED, CMS_ROUTE_RESOLVED, CMS_LISTEN,
-	CMS_CONNECTING, CMS_REQ_SENT, CMS_REQ_WAIT, CMS_REQ_RCVD, CMS_REP_RCVD, CMS_REP_SENT,
-	CMS_ESTABLISHED, CMS_DISCONNECTED, CMS_REJECTED, CMS_ERROR, CMS_NUM
-};
-
-static const char *const cm_state_name[CMS_NUM] = {
+const char *const cm_state_name[CMS_NUM] = {
 	"IDLE", "BOUND", "ADDR_QUERY", "ADDR_RESOLVED", "ROUTE_RESOLVED", "LISTEN", "CONNECTING",
 	"REQ_SENT", "REQ_WAIT", "REQ_RCVD", "REP_RCVD", "REP_SENT", "ESTABLISHED", "DISCONNECTED",
 	"REJECTED", "ERROR",
 };
-
-struct cm_event {
-	struct rdma_cm_event ev;
-	struct cm_event *next;
-	uint8_t pdata[PDATA_MAX];
-};
-
-struct cm_channel {
-	struct rdma_event_channel ch;
-	uint32_t magic;
-	struct cm_event *head, *tail;
-	bool internal;
-};
-
-struct cm_id {
-	struct rdma_cm_id id;
-	uint32_t magic;
-	enum cm_state state;
-	int fd;                         /* bound / listening / CM connection socket */
-	bool in_epoll;
-	bool sync;                      /* created without a channel */
-	struct cm_id *listen;           /* passive side: the listener it came from */
-	bool passive;                   /* created by a connect request */
-	uint64_t serial;                /* names the id in the CM thread's epoll set */
-	uint64_t deadline_ns;           /* connecting: give up then */
-	int reuseaddr, afonly;
-	uint8_t ack_timeout;
-	/* connection */
-	struct rdma_conn_param param;   /* our side's */
-	uint8_t pdata[PDATA_MAX];
-	uint32_t remote_qpn, remote_psn, local_qpn, local_psn;
-	uint8_t remote_resp_res, remote_init_depth, remote_retry, remote_rnr_retry;
-	bool own_pd;
-	struct ibv_qp_init_attr ep_attr; /* rdma_create_ep: QP for rdma_get_request ids */
-	bool ep_has_attr;
-	struct ibv_pd *ep_pd;
-	/*
-	 * A passive id whose CONNECT_REQUEST has not been retrieved yet: nobody
-	 * knows it, its request travels with the listener (rdma_migrate_id) and
-	 * dies with it (rdma_destroy_id), and as in the kernel's ucma no other
-	 * event is reported for it (an accept just fails later).
-	 */
-	bool unclaimed;
-	/* events retrieved by rdma_get_cm_event and acknowledged (cm_lock): as in
-	 * librdmacm, rdma_destroy_id waits until every retrieved event is acked,
-	 * so a thread holding an event may still use event->id (CONNECT_REQUEST
-	 * counts for the listener, as event->listen_id) */
-	unsigned int ev_reported, ev_acked;
-	struct cm_id *all_next, *all_prev, *hash_next; /* all_ids, id_hash (cm_lock) */
-	bool linked;
-	/* the CM message being received: a peer may send it in pieces */
-	uint8_t rbuf[sizeof(struct cm_msg)];
-	size_t rlen;
-};
-
-static pthread_mutex_t cm_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cm_acked = PTHREAD_COND_INITIALIZER; /* an event was acknowledged */
-static pthread_once_t cm_once = PTHREAD_ONCE_INIT;
-static int cm_ep = -1;
-static struct ibv_context *cm_ctx;
-static int cm_err;
-static struct cm_id *all_ids;       /* cm_lock */
-#define ID_HASH 4096                /* ids by serial: the CM thread finds an event's id in O(1) */
-static struct cm_id *id_hash[ID_HASH];
 
 static uint32_t random_psn(void)
 {
 	return (uint32_t)sr_entropy64() & 0xffffff;
 }
 
-static void id_link(struct cm_id *c)
+void id_link(struct cm_id *c)
 {
 	static uint64_t serials;
 	struct cm_id **h;
@@ -169,7 +57,7 @@ static void id_link(struct cm_id *c)
 	c->linked = true;
 }
 
-static struct cm_id *id_by_serial(uint64_t serial)
+struct cm_id *id_by_serial(uint64_t serial)
 {
 	for (struct cm_id *c = id_hash[serial % ID_HASH]; c; c = c->hash_next)
 		if (c->serial == serial)
@@ -177,7 +65,7 @@ static struct cm_id *id_by_serial(uint64_t serial)
 	return NULL;
 }
 
-static void id_unlink(struct cm_id *c)
+void id_unlink(struct cm_id *c)
 {
 	if (!c->linked)
 		return;
@@ -196,18 +84,14 @@ static void id_unlink(struct cm_id *c)
 	}
 }
 
-#define cm_dbg(fmt, ...) SR_TRACE(cm_debug, "softrdma-cm", fmt, ##__VA_ARGS__)
-static int cm_debug;
-
-static void *cm_thread(void *arg);
+int cm_debug;
 
 static void cm_init(void)
 {
-	const char *d = getenv("SOFTRDMA_DEBUG");
 	pthread_t th;
 	pthread_attr_t at;
 
-	cm_debug = d && *d && *d != '0';
+	cm_debug = sr_debug_env();
 	cm_ctx = softrdma_internal_open();
 	cm_ep = epoll_create1(EPOLL_CLOEXEC);
 	if (!cm_ctx || cm_ep < 0) {
@@ -221,7 +105,7 @@ static void cm_init(void)
 	pthread_attr_destroy(&at);
 }
 
-static int cm_start(void)
+int cm_start(void)
 {
 	pthread_once(&cm_once, cm_init);
 	if (cm_err) {
@@ -231,21 +115,7 @@ static int cm_start(void)
 	return 0;
 }
 
-static struct cm_id *to_id(struct rdma_cm_id *id)
-{
-	struct cm_id *c = (struct cm_id *)id;
-
-	return id && c->magic == CM_MAGIC_ID ? c : NULL;
-}
-
-static struct cm_channel *to_ch(struct rdma_event_channel *ch)
-{
-	struct cm_channel *c = (struct cm_channel *)ch;
-
-	return ch && c->magic == CM_MAGIC_CH ? c : NULL;
-}
-
-static void set_state(struct cm_id *c, enum cm_state s)
+void set_state(struct cm_id *c, enum cm_state s)
 {
 	if (c->state != s)
 		cm_dbg("id %p: %s -> %s", (void *)c, cm_state_name[c->state], cm_state_name[s]);
@@ -254,7 +124,7 @@ static void set_state(struct cm_id *c, enum cm_state s)
 
 /* ---- events ----------------------------------------------------------------- */
 /* cm_lock held */
-static void queue_event(struct cm_id *c, enum rdma_cm_event_type type, int status,
+void queue_event(struct cm_id *c, enum rdma_cm_event_type type, int status,
 			struct cm_id *listen, const struct cm_msg *m, size_t pdata_size)
 {
 	struct cm_channel *ch = (struct cm_channel *)c->id.channel;
@@ -435,7 +305,7 @@ SR_EXPORT const char *rdma_event_str(enum rdma_cm_event_type event)
 }
 
 /* sync ids (no channel): wait for this id's next event; 0 if it is `want` */
-static int sync_wait(struct cm_id *c, enum rdma_cm_event_type want)
+int sync_wait(struct cm_id *c, enum rdma_cm_event_type want)
 {
 	struct rdma_cm_event *ev;
 	int ret = 0;
@@ -455,7 +325,7 @@ static int sync_wait(struct cm_id *c, enum rdma_cm_event_type want)
 }
 
 /* ---- ids ---------------------------------------------------------------------- */
-static struct cm_id *id_new(struct rdma_event_channel *channel, void *context,
+struct cm_id *id_new(struct rdma_event_channel *channel, void *context,
 			    enum rdma_port_space ps, enum ibv_qp_type qp_type)
 {
 	struct cm_id *c = calloc(1, sizeof(*c));
@@ -509,7 +379,7 @@ SR_EXPORT int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_
 	return 0;
 }
 
-static void id_close_fd(struct cm_id *c)
+void id_close_fd(struct cm_id *c)
 {
 	if (c->fd >= 0) {
 		if (c->in_epoll)
@@ -520,28 +390,7 @@ static void id_close_fd(struct cm_id *c)
 	c->in_epoll = false;
 }
 
-/*
- * A connection carries a handful of messages, far below its socket buffer: one
- * that does not go out at once means a peer that stopped reading. The
- * connection is then cut (the CM thread sees it end) rather than waited for.
- */
-static void send_msg(struct cm_id *c, struct cm_msg *m)
-{
-	ssize_t n;
-
-	m->magic = 0x53524d43; /* "SRMC" */
-	if (c->fd < 0)
-		return;
-	do
-		n = send(c->fd, m, sizeof(*m), MSG_NOSIGNAL | MSG_DONTWAIT);
-	while (n < 0 && errno == EINTR);
-	if (n != sizeof(*m)) {
-		cm_dbg("id %p: CM message %d not sent, connection cut", (void *)c, m->type);
-		shutdown(c->fd, SHUT_RDWR);
-	}
-}
-
-static void qp_to_error(struct cm_id *c)
+void qp_to_error(struct cm_id *c)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
 
@@ -739,256 +588,6 @@ SR_EXPORT int rdma_set_option(struct rdma_cm_id *id, int level, int optname, voi
 	return -1;
 }
 
-/* ---- addresses ---------------------------------------------------------------- */
-static socklen_t sa_len(const struct sockaddr *sa)
-{
-	return sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
-}
-
-static bool sa_is_any(const struct sockaddr *sa)
-{
-	if (sa->sa_family == AF_INET)
-		return ((const struct sockaddr_in *)sa)->sin_addr.s_addr == htonl(INADDR_ANY);
-	return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)sa)->sin6_addr);
-}
-
-static void sa_to_gid(const struct sockaddr *sa, union ibv_gid *gid)
-{
-	memset(gid, 0, sizeof(*gid));
-	if (sa->sa_family == AF_INET) {
-		gid->raw[10] = gid->raw[11] = 0xff;
-		memcpy(&gid->raw[12], &((const struct sockaddr_in *)sa)->sin_addr, 4);
-	} else {
-		memcpy(gid->raw, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
-	}
-}
-
-static int gid_index_of(const union ibv_gid *gid)
-{
-	union ibv_gid g;
-
-	for (int i = 0; ibv_query_gid(cm_ctx, 1, i, &g) == 0; i++)
-		if (!memcmp(&g, gid, sizeof(g)))
-			return i;
-	return 0;
-}
-
-/* cm_lock held: a TCP socket bound to addr gives port semantics; no_port: the ephemeral port is
- * chosen by connect() (IP_BIND_ADDRESS_NO_PORT) */
-static int bind_socket(struct cm_id *c, const struct sockaddr *addr, bool no_port)
-{
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
-	int fd, one = 1;
-
-	if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) {
-		errno = EAFNOSUPPORT;
-		return -1;
-	}
-	fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	/*
-	 * rdma_cm ports know no TCP TIME_WAIT: without SO_REUSEADDR a server could
-	 * not listen again on its port right after its connections closed. Two
-	 * listeners on one address and port still get EADDRINUSE.
-	 */
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	/*
-	 * An explicit bind to port 0 makes the kernel check the new port against
-	 * every socket bound on the address (O(n): with 10 000 connections open it
-	 * was most of the set-up time); an active side's port only matters once
-	 * it connects, and connect() picks one by its 4-tuple hash.
-	 */
-	if (no_port)
-		setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
-	if (addr->sa_family == AF_INET6) {
-		int v6only = c->afonly;
-
-		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only));
-	}
-	if (bind(fd, addr, sa_len(addr)) || getsockname(fd, (struct sockaddr *)&ss, &len)) {
-		int e = errno;
-
-		close(fd);
-		errno = e == EADDRNOTAVAIL ? EADDRNOTAVAIL : e;
-		return -1;
-	}
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	c->fd = fd;
-	memcpy(&c->id.route.addr.src_storage, &ss, len);
-	return 0;
-}
-
-SR_EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
-{
-	struct cm_id *c = to_id(id);
-	int ret;
-
-	if (!c || !addr) {
-		errno = EINVAL;
-		return -1;
-	}
-	pthread_mutex_lock(&cm_lock);
-	if (c->state != CMS_IDLE) {
-		pthread_mutex_unlock(&cm_lock);
-		errno = EINVAL;
-		return -1;
-	}
-	ret = bind_socket(c, addr, false);
-	if (!ret) {
-		set_state(c, CMS_BOUND);
-		/* a specific address belongs to the device; the wildcard to none yet */
-		if (!sa_is_any(addr))
-			c->id.verbs = cm_ctx;
-		c->id.port_num = 1;
-	}
-	pthread_mutex_unlock(&cm_lock);
-	return ret;
-}
-
-SR_EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr,
-				struct sockaddr *dst_addr, int timeout_ms)
-{
-	struct cm_id *c = to_id(id);
-	struct sockaddr_storage src;
-	socklen_t len = sizeof(src);
-	int fd, ok;
-
-	(void)timeout_ms;
-	if (!c || !dst_addr || (dst_addr->sa_family != AF_INET && dst_addr->sa_family != AF_INET6)) {
-		errno = EINVAL;
-		return -1;
-	}
-	pthread_mutex_lock(&cm_lock);
-	if (c->state != CMS_IDLE && c->state != CMS_BOUND) {
-		pthread_mutex_unlock(&cm_lock);
-		errno = EINVAL;
-		return -1;
-	}
-	memcpy(&c->id.route.addr.dst_storage, dst_addr, sa_len(dst_addr));
-	/* the route the kernel would take tells the source address */
-	fd = socket(dst_addr->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	ok = fd >= 0 && !connect(fd, dst_addr, sa_len(dst_addr)) &&
-	     !getsockname(fd, (struct sockaddr *)&src, &len);
-	if (fd >= 0)
-		close(fd);
-	if (ok && c->state == CMS_IDLE) {
-		if (src_addr && src_addr->sa_family == dst_addr->sa_family) {
-			memcpy(&src, src_addr, sa_len(src_addr));
-		} else if (src.ss_family == AF_INET) {
-			((struct sockaddr_in *)&src)->sin_port = 0;
-		} else {
-			((struct sockaddr_in6 *)&src)->sin6_port = 0;
-		}
-		ok = !bind_socket(c, (struct sockaddr *)&src, true);
-	}
-	set_state(c, CMS_ADDR_QUERY);
-	if (ok) {
-		c->id.verbs = cm_ctx;
-		c->id.port_num = 1;
-		set_state(c, CMS_ADDR_RESOLVED);
-		queue_event(c, RDMA_CM_EVENT_ADDR_RESOLVED, 0, NULL, NULL, 0);
-	} else {
-		set_state(c, CMS_IDLE);
-		queue_event(c, RDMA_CM_EVENT_ADDR_ERROR, -(errno ? errno : EHOSTUNREACH), NULL, NULL, 0);
-	}
-	pthread_mutex_unlock(&cm_lock);
-	return sync_wait(c, RDMA_CM_EVENT_ADDR_RESOLVED);
-}
-
-SR_EXPORT int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
-{
-	struct cm_id *c = to_id(id);
-
-	(void)timeout_ms;
-	if (!c) {
-		errno = EINVAL;
-		return -1;
-	}
-	pthread_mutex_lock(&cm_lock);
-	if (c->state != CMS_ADDR_RESOLVED) {
-		pthread_mutex_unlock(&cm_lock);
-		errno = EINVAL;
-		return -1;
-	}
-	set_state(c, CMS_ROUTE_RESOLVED);
-	queue_event(c, RDMA_CM_EVENT_ROUTE_RESOLVED, 0, NULL, NULL, 0);
-	pthread_mutex_unlock(&cm_lock);
-	return sync_wait(c, RDMA_CM_EVENT_ROUTE_RESOLVED);
-}
-
-SR_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
-{
-	struct cm_id *c = to_id(id);
-	struct epoll_event ev = { .events = EPOLLIN };
-
-	if (!c) {
-		errno = EINVAL;
-		return -1;
-	}
-	pthread_mutex_lock(&cm_lock);
-	if (c->state == CMS_IDLE) {
-		struct sockaddr_in any = { .sin_family = AF_INET };
-
-		if (bind_socket(c, (struct sockaddr *)&any, false)) {
-			pthread_mutex_unlock(&cm_lock);
-			return -1;
-		}
-		set_state(c, CMS_BOUND);
-	}
-	if (c->state != CMS_BOUND || listen(c->fd, backlog > 0 ? backlog : 128)) {
-		pthread_mutex_unlock(&cm_lock);
-		errno = c->state != CMS_BOUND ? EINVAL : errno;
-		return -1;
-	}
-	fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
-	ev.data.u64 = c->serial;
-	epoll_ctl(cm_ep, EPOLL_CTL_ADD, c->fd, &ev);
-	c->in_epoll = true;
-	set_state(c, CMS_LISTEN);
-	pthread_mutex_unlock(&cm_lock);
-	return 0;
-}
-
-SR_EXPORT uint16_t rdma_get_src_port(struct rdma_cm_id *id)
-{
-	if (!id)
-		return 0;
-	return id->route.addr.src_addr.sa_family == AF_INET6 ? id->route.addr.src_sin6.sin6_port :
-							       id->route.addr.src_sin.sin_port;
-}
-
-SR_EXPORT uint16_t rdma_get_dst_port(struct rdma_cm_id *id)
-{
-	if (!id)
-		return 0;
-	return id->route.addr.dst_addr.sa_family == AF_INET6 ? id->route.addr.dst_sin6.sin6_port :
-							       id->route.addr.dst_sin.sin_port;
-}
-
-SR_EXPORT struct ibv_context **rdma_get_devices(int *num_devices)
-{
-	struct ibv_context **list;
-
-	if (cm_start())
-		return NULL;
-	list = calloc(2, sizeof(*list));
-	if (!list) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	list[0] = cm_ctx;
-	if (num_devices)
-		*num_devices = 1;
-	return list;
-}
-
-SR_EXPORT void rdma_free_devices(struct ibv_context **list)
-{
-	free(list);
-}
-
 /* ---- QPs ---------------------------------------------------------------------- */
 /* what librdmacm gets from the kernel for each transition (rdma_init_qp_attr) */
 static int init_qp_attr(struct cm_id *c, struct ibv_qp_attr *a, int *mask)
@@ -1068,7 +667,7 @@ SR_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_at
 	return ret;
 }
 
-static int modify_qp(struct cm_id *c, enum ibv_qp_state s)
+int modify_qp(struct cm_id *c, enum ibv_qp_state s)
 {
 	struct ibv_qp_attr a = { .qp_state = s };
 	int mask, err;
@@ -1244,21 +843,6 @@ static int check_param(struct cm_id *c, struct rdma_conn_param *p, size_t max)
 		c->param.private_data = c->pdata;
 	}
 	return 0;
-}
-
-static void fill_msg(struct cm_id *c, struct cm_msg *m, uint8_t type)
-{
-	memset(m, 0, sizeof(*m));
-	m->type = type;
-	m->pdata_len = c->param.private_data_len;
-	memcpy(m->pdata, c->pdata, c->param.private_data_len);
-	m->responder_resources = c->param.responder_resources;
-	m->initiator_depth = c->param.initiator_depth;
-	m->retry_count = c->param.retry_count;
-	m->rnr_retry_count = c->param.rnr_retry_count;
-	m->srq = c->id.srq || c->param.srq;
-	m->qpn = c->local_qpn;
-	m->psn = c->local_psn;
 }
 
 SR_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
@@ -1470,304 +1054,6 @@ SR_EXPORT int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **id
 	return 0;
 }
 
-/* ---- the CM thread ------------------------------------------------------------- */
-/* cm_lock held; the connecting side's TCP connect finished */
-static void on_connected(struct cm_id *c)
-{
-	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = c->serial };
-	struct cm_msg m;
-	int err = 0;
-	socklen_t len = sizeof(err);
-
-	getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
-	if (err) {
-		set_state(c, CMS_ERROR);
-		id_close_fd(c);
-		queue_event(c, RDMA_CM_EVENT_UNREACHABLE, -err, NULL, NULL, 0);
-		return;
-	}
-	/* the source port is known now (resolve_addr may have left it to connect) */
-	len = sizeof(c->id.route.addr.src_storage);
-	getsockname(c->fd, &c->id.route.addr.src_addr, &len);
-	epoll_ctl(cm_ep, EPOLL_CTL_MOD, c->fd, &ev);
-	fill_msg(c, &m, MSG_REQ);
-	send_msg(c, &m);
-	set_state(c, CMS_REQ_SENT);
-}
-
-static void accept_one(struct cm_id *l, int fd)
-{
-	struct epoll_event ev = { .events = EPOLLIN };
-	struct cm_id *c;
-	int one = 1;
-	socklen_t len;
-
-	c = id_new(l->id.channel, l->id.context, l->id.ps, l->id.qp_type);
-	if (!c) {
-		close(fd);
-		return;
-	}
-	id_link(c);
-	c->listen = l;
-	c->passive = true;
-	c->unclaimed = true;
-	c->fd = fd;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	/* a connection whose REQ does not arrive in time is dropped (check_timeouts) */
-	c->deadline_ns = sr_clock_ns() + CONNECT_TIMEOUT_MS * 1000000ull;
-	len = sizeof(c->id.route.addr.src_storage);
-	getsockname(fd, &c->id.route.addr.src_addr, &len);
-	len = sizeof(c->id.route.addr.dst_storage);
-	getpeername(fd, &c->id.route.addr.dst_addr, &len);
-	c->id.verbs = cm_ctx;
-	c->id.port_num = 1;
-	c->ack_timeout = l->ack_timeout;
-	set_state(c, CMS_REQ_WAIT);
-	ev.data.u64 = c->serial;
-	epoll_ctl(cm_ep, EPOLL_CTL_ADD, fd, &ev);
-	c->in_epoll = true;
-}
-
-/* a burst of connects is taken in one go; the listening socket is non-blocking */
-static void on_accept(struct cm_id *l)
-{
-	for (int i = 0; i < 64; i++) {
-		int fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-
-		if (fd < 0)
-			return;
-		accept_one(l, fd);
-	}
-}
-
-/* the CM connection ended or broke */
-static void on_lost(struct cm_id *c)
-{
-	enum cm_state s = c->state;
-
-	id_close_fd(c);
-	switch (s) {
-	case CMS_REQ_WAIT:
-		/* never announced: nobody else knows this id */
-		id_unlink(c);
-		c->magic = 0;
-		softrdma_internal_count(SR_K_CM_ID, -1);
-		free(c);
-		return;
-	case CMS_REQ_SENT:
-		set_state(c, CMS_ERROR);
-		queue_event(c, RDMA_CM_EVENT_UNREACHABLE, -ECONNRESET, NULL, NULL, 0);
-		return;
-	case CMS_REQ_RCVD:
-	case CMS_REP_SENT:
-	case CMS_REP_RCVD:
-		set_state(c, CMS_ERROR);
-		qp_to_error(c);
-		queue_event(c, RDMA_CM_EVENT_CONNECT_ERROR, -ECONNRESET, NULL, NULL, 0);
-		return;
-	case CMS_ESTABLISHED:
-		/*
-		 * The peer process is gone without a DREQ. The QP is left to the
-		 * verbs layer, which errors it when the peer's wire goes away.
-		 */
-		set_state(c, CMS_DISCONNECTED);
-		queue_event(c, RDMA_CM_EVENT_DISCONNECTED, 0, NULL, NULL, 0);
-		return;
-	default:
-		return;
-	}
-}
-
-static void on_msg(struct cm_id *c, struct cm_msg *m)
-{
-	cm_dbg("id %p (%s): message %d", (void *)c, cm_state_name[c->state], m->type);
-	if (m->pdata_len > PDATA_MAX) {
-		on_lost(c);
-		return;
-	}
-	switch (m->type) {
-	case MSG_REQ:
-		if (c->state != CMS_REQ_WAIT || m->pdata_len > PDATA_REQ)
-			break;
-		c->remote_qpn = m->qpn;
-		c->remote_psn = m->psn & 0xffffff;
-		c->remote_resp_res = m->responder_resources;
-		c->remote_init_depth = m->initiator_depth;
-		c->remote_retry = m->retry_count;
-		c->remote_rnr_retry = m->rnr_retry_count;
-		if (!c->listen) {
-			on_lost(c);
-			return;
-		}
-		set_state(c, CMS_REQ_RCVD);
-		/* the request goes where the listener's events go now (it may
-		 * have been migrated since the TCP connection was accepted) */
-		c->id.channel = c->listen->id.channel;
-		queue_event(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0, c->listen, m, PDATA_REQ);
-		return;
-	case MSG_REP:
-		if (c->state != CMS_REQ_SENT || m->pdata_len > PDATA_REP)
-			break;
-		c->remote_qpn = m->qpn;
-		c->remote_psn = m->psn & 0xffffff;
-		c->remote_resp_res = m->responder_resources;
-		c->remote_init_depth = m->initiator_depth;
-		c->remote_rnr_retry = m->rnr_retry_count;
-		if (!c->id.qp) {
-			/* the consumer drives its QP: it calls rdma_establish */
-			set_state(c, CMS_REP_RCVD);
-			queue_event(c, RDMA_CM_EVENT_CONNECT_RESPONSE, 0, NULL, m, PDATA_REP);
-			return;
-		}
-		if (modify_qp(c, IBV_QPS_RTR) || modify_qp(c, IBV_QPS_RTS)) {
-			struct cm_msg r = { .type = MSG_REJ };
-
-			send_msg(c, &r);
-			set_state(c, CMS_ERROR);
-			queue_event(c, RDMA_CM_EVENT_CONNECT_ERROR, -EINVAL, NULL, NULL, 0);
-			return;
-		} else {
-			struct cm_msg r = { .type = MSG_RTU };
-
-			send_msg(c, &r);
-		}
-		set_state(c, CMS_ESTABLISHED);
-		queue_event(c, RDMA_CM_EVENT_ESTABLISHED, 0, NULL, m, PDATA_REP);
-		return;
-	case MSG_RTU:
-		if (c->state != CMS_REP_SENT)
-			break;
-		set_state(c, CMS_ESTABLISHED);
-		queue_event(c, RDMA_CM_EVENT_ESTABLISHED, 0, NULL, NULL, 0);
-		return;
-	case MSG_REJ:
-		if (c->state == CMS_REQ_SENT) {
-			set_state(c, CMS_REJECTED);
-			id_close_fd(c);
-			queue_event(c, RDMA_CM_EVENT_REJECTED, IB_CM_REJ_CONSUMER_DEFINED, NULL, m, PDATA_REJ);
-			return;
-		}
-		if (c->state == CMS_REP_SENT) {
-			set_state(c, CMS_ERROR);
-			qp_to_error(c);
-			queue_event(c, RDMA_CM_EVENT_CONNECT_ERROR, -ECONNREFUSED, NULL, NULL, 0);
-			return;
-		}
-		break;
-	case MSG_DREQ:
-		if (c->state == CMS_ESTABLISHED || c->state == CMS_REP_SENT || c->state == CMS_REP_RCVD) {
-			struct cm_msg r = { .type = MSG_DREP };
-
-			/* as the kernel's CM: a received DREQ leaves the QP alone; the
-			 * consumer's own rdma_disconnect moves it to ERR */
-			send_msg(c, &r);
-			set_state(c, CMS_DISCONNECTED);
-			queue_event(c, RDMA_CM_EVENT_DISCONNECTED, 0, NULL, NULL, 0);
-			return;
-		}
-		if (c->state == CMS_DISCONNECTED)
-			return; /* both sides disconnected at once */
-		break;
-	case MSG_DREP:
-		if (c->state == CMS_DISCONNECTED)
-			return;
-		break;
-	default:
-		break;
-	}
-	cm_dbg("id %p: unexpected CM message %d in %s", (void *)c, m->type, cm_state_name[c->state]);
-}
-
-/* a TCP connect that never completes is an unreachable peer; an accepted
- * connection whose REQ never (fully) arrives is dropped; a REP that no RTU
- * answers times out as in IB CM: the passive side's QP goes to ERR and its id
- * gets UNREACHABLE with -ETIMEDOUT (the kernel's rdma_cm on IB_CM_REP_ERROR) */
-static void check_timeouts(uint64_t now)
-{
-	for (struct cm_id *c = all_ids, *next; c; c = next) {
-		next = c->all_next;
-		if (c->state == CMS_CONNECTING && now > c->deadline_ns) {
-			set_state(c, CMS_ERROR);
-			id_close_fd(c);
-			queue_event(c, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, NULL, NULL, 0);
-		} else if (c->state == CMS_REQ_WAIT && now > c->deadline_ns) {
-			cm_dbg("id %p: no REQ within %d ms", (void *)c, CONNECT_TIMEOUT_MS);
-			on_lost(c);
-		} else if (c->state == CMS_REP_SENT && now > c->deadline_ns) {
-			cm_dbg("id %p: no RTU for the REP", (void *)c);
-			set_state(c, CMS_ERROR);
-			qp_to_error(c);
-			id_close_fd(c);
-			queue_event(c, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, NULL, NULL, 0);
-		}
-	}
-}
-
-/* cm_lock held: take what the socket has; each complete message goes to on_msg */
-static void on_readable(struct cm_id *c)
-{
-	uint64_t serial = c->serial;
-
-	for (;;) {
-		ssize_t r = recv(c->fd, c->rbuf + c->rlen, sizeof(c->rbuf) - c->rlen, MSG_DONTWAIT);
-		struct cm_msg m;
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0 && errno == EAGAIN)
-			return;
-		if (r <= 0) {
-			on_lost(c);
-			return;
-		}
-		c->rlen += (size_t)r;
-		if (c->rlen < sizeof(m))
-			continue;
-		memcpy(&m, c->rbuf, sizeof(m));
-		c->rlen = 0;
-		on_msg(c, &m);
-		/* the message may have ended the connection or the id */
-		if (id_by_serial(serial) != c || c->fd < 0)
-			return;
-	}
-}
-
-#define CM_TICK_MS 100
-
-static void *cm_thread(void *arg)
-{
-	struct epoll_event evs[64];
-	uint64_t next_check = 0;
-
-	(void)arg;
-	for (;;) {
-		int n = epoll_wait(cm_ep, evs, 64, CM_TICK_MS);
-		uint64_t now;
-
-		pthread_mutex_lock(&cm_lock);
-		for (int i = 0; i < n; i++) {
-			/* by serial number: the id may have been destroyed meanwhile */
-			struct cm_id *c = id_by_serial(evs[i].data.u64);
-
-			if (!c || c->fd < 0)
-				continue;
-			if (c->state == CMS_LISTEN)
-				on_accept(c);
-			else if (c->state == CMS_CONNECTING)
-				on_connected(c);
-			else
-				on_readable(c);
-		}
-		now = sr_clock_ns();
-		if (now >= next_check) {
-			check_timeouts(now);
-			next_check = now + CM_TICK_MS * 1000000ull;
-		}
-		pthread_mutex_unlock(&cm_lock);
-	}
-	return NULL;
-}
-
 /* ---- endpoints (synchronous API) ------------------------------------------------ */
 SR_EXPORT int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res, struct ibv_pd *pd,
 			     struct ibv_qp_init_attr *qp_init_attr)
@@ -1822,221 +1108,3 @@ SR_EXPORT void rdma_destroy_ep(struct rdma_cm_id *id)
 	rdma_destroy_qp(id);
 	rdma_destroy_id(id);
 }
-
-/* ---- rdma_getaddrinfo ---------------------------------------------------------- */
-SR_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
-			       const struct rdma_addrinfo *hints, struct rdma_addrinfo **res)
-{
-	struct addrinfo ah, *ai;
-	struct rdma_addrinfo *r;
-	int ret;
-
-	if (!res || (!node && !service)) {
-		errno = EINVAL;
-		return -1;
-	}
-	if (cm_start())
-		return -1;
-	memset(&ah, 0, sizeof(ah));
-	ah.ai_socktype = SOCK_STREAM;
-	if (hints) {
-		if (hints->ai_flags & RAI_PASSIVE)
-			ah.ai_flags |= AI_PASSIVE;
-		if (hints->ai_flags & RAI_NUMERICHOST)
-			ah.ai_flags |= AI_NUMERICHOST;
-		if (hints->ai_family == AF_INET || hints->ai_family == AF_INET6)
-			ah.ai_family = hints->ai_family;
-	}
-	ret = getaddrinfo(node, service, &ah, &ai);
-	if (ret)
-		return ret;
-	r = calloc(1, sizeof(*r));
-	if (!r) {
-		freeaddrinfo(ai);
-		errno = ENOMEM;
-		return -1;
-	}
-	r->ai_flags = hints ? hints->ai_flags : 0;
-	r->ai_family = ai->ai_family;
-	r->ai_qp_type = hints && hints->ai_qp_type ? hints->ai_qp_type : IBV_QPT_RC;
-	r->ai_port_space = hints && hints->ai_port_space ? hints->ai_port_space : RDMA_PS_TCP;
-	if (r->ai_flags & RAI_PASSIVE) {
-		r->ai_src_addr = malloc(ai->ai_addrlen);
-		if (r->ai_src_addr)
-			memcpy(r->ai_src_addr, ai->ai_addr, ai->ai_addrlen);
-		r->ai_src_len = ai->ai_addrlen;
-	} else {
-		r->ai_dst_addr = malloc(ai->ai_addrlen);
-		if (r->ai_dst_addr)
-			memcpy(r->ai_dst_addr, ai->ai_addr, ai->ai_addrlen);
-		r->ai_dst_len = ai->ai_addrlen;
-		if (hints && hints->ai_src_addr && hints->ai_src_len) {
-			r->ai_src_addr = malloc(hints->ai_src_len);
-			if (r->ai_src_addr)
-				memcpy(r->ai_src_addr, hints->ai_src_addr, hints->ai_src_len);
-			r->ai_src_len = hints->ai_src_len;
-		}
-	}
-	freeaddrinfo(ai);
-	if ((r->ai_flags & RAI_PASSIVE) ? !r->ai_src_addr : !r->ai_dst_addr) {
-		rdma_freeaddrinfo(r);
-		errno = ENOMEM;
-		return -1;
-	}
-	*res = r;
-	return 0;
-}
-
-SR_EXPORT void rdma_freeaddrinfo(struct rdma_addrinfo *res)
-{
-	while (res) {
-		struct rdma_addrinfo *next = res->ai_next;
-
-		free(res->ai_src_addr);
-		free(res->ai_dst_addr);
-		free(res->ai_src_canonname);
-		free(res->ai_dst_canonname);
-		free(res->ai_route);
-		free(res->ai_connect);
-		free(res);
-		res = next;
-	}
-}
-
-/* ---- not offered: multicast, SRQ helpers, ECE; rsockets' poll/select ---------- */
-SR_EXPORT int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr, void *context)
-{
-	(void)id; (void)addr; (void)context;
-	errno = ENOSYS;
-	return -1;
-}
-
-SR_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *id, struct rdma_cm_join_mc_attr_ex *mc_join_attr,
-				     void *context)
-{
-	(void)id; (void)mc_join_attr; (void)context;
-	errno = ENOSYS;
-	return -1;
-}
-
-SR_EXPORT int rdma_leave_multicast(struct rdma_cm_id *id, struct sockaddr *addr)
-{
-	(void)id; (void)addr;
-	errno = ENOSYS;
-	return -1;
-}
-
-SR_EXPORT int rdma_notify(struct rdma_cm_id *id, enum ibv_event_type event)
-{
-	(void)event;
-	if (!to_id(id)) {
-		errno = EINVAL;
-		return -1;
-	}
-	return 0;
-}
-
-SR_EXPORT int rdma_create_srq(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
-{
-	struct cm_id *c = to_id(id);
-	struct ibv_srq *srq;
-
-	if (!c || !attr || !c->id.verbs) {
-		errno = EINVAL;
-		return -1;
-	}
-	if (!pd)
-		pd = c->id.pd;
-	if (!pd) {
-		pd = ibv_alloc_pd(c->id.verbs);
-		if (!pd)
-			return -1;
-		c->own_pd = true;
-		c->id.pd = pd;
-	}
-	srq = ibv_create_srq(pd, attr);
-	if (!srq)
-		return -1;
-	c->id.srq = srq;
-	return 0;
-}
-
-SR_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *id, struct ibv_srq_init_attr_ex *attr)
-{
-	struct ibv_srq_init_attr a;
-
-	if (!attr) {
-		errno = EINVAL;
-		return -1;
-	}
-	memset(&a, 0, sizeof(a));
-	a.srq_context = attr->srq_context;
-	a.attr = attr->attr;
-	return rdma_create_srq(id, (attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) ? attr->pd : NULL, &a);
-}
-
-SR_EXPORT void rdma_destroy_srq(struct rdma_cm_id *id)
-{
-	struct cm_id *c = to_id(id);
-
-	if (!c || !c->id.srq)
-		return;
-	ibv_destroy_srq(c->id.srq);
-	c->id.srq = NULL;
-}
-
-SR_EXPORT int rdma_set_local_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
-{
-	(void)id; (void)ece;
-	errno = EOPNOTSUPP;
-	return -1;
-}
-
-SR_EXPORT int rdma_get_remote_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
-{
-	(void)id; (void)ece;
-	errno = EOPNOTSUPP;
-	return -1;
-}
-
-/* rsockets entry points: softrdma has no rsockets, but rping and ucmatose
- * import rpoll for plain descriptors, which is poll() */
-SR_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
-{
-	return poll(fds, nfds, timeout);
-}
-
-SR_EXPORT int rselect(int nfds, fd_set *readfds, fd_set *writefds, fd_set *exceptfds,
-		      struct timeval *timeout)
-{
-	return select(nfds, readfds, writefds, exceptfds, timeout);
-}
-
-/* the rest of the rsockets API exists so that programs linked against it load;
- * every call fails with ENOSYS (no prototypes: <rdma/rsocket.h> is not used) */
-#define RSOCKET_STUB(name) SR_EXPORT int name(void); int name(void) { errno = ENOSYS; return -1; }
-RSOCKET_STUB(rsocket)
-RSOCKET_STUB(rbind)
-RSOCKET_STUB(rlisten)
-RSOCKET_STUB(raccept)
-RSOCKET_STUB(rconnect)
-RSOCKET_STUB(rshutdown)
-RSOCKET_STUB(rclose)
-RSOCKET_STUB(rrecv)
-RSOCKET_STUB(rrecvfrom)
-RSOCKET_STUB(rrecvmsg)
-RSOCKET_STUB(rsend)
-RSOCKET_STUB(rsendto)
-RSOCKET_STUB(rsendmsg)
-RSOCKET_STUB(rread)
-RSOCKET_STUB(rreadv)
-RSOCKET_STUB(rwrite)
-RSOCKET_STUB(rwritev)
-RSOCKET_STUB(rgetpeername)
-RSOCKET_STUB(rgetsockname)
-RSOCKET_STUB(rsetsockopt)
-RSOCKET_STUB(rgetsockopt)
-RSOCKET_STUB(rfcntl)
-RSOCKET_STUB(riomap)
-RSOCKET_STUB(riounmap)
-RSOCKET_STUB(riowrite)
