@@ -22,28 +22,22 @@ final class RdmaEvents {
     static void connected(InetSocketAddress local, InetSocketAddress remote) {
         ConnectEvent e = new ConnectEvent();
         if (e.isEnabled()) {
-            e.localAddress = String.valueOf(local);
-            e.remoteAddress = String.valueOf(remote);
-            e.commit();
+            e.commitWith(local, remote);
         }
     }
 
     static void accepted(InetSocketAddress local, InetSocketAddress remote) {
         AcceptEvent e = new AcceptEvent();
         if (e.isEnabled()) {
-            e.localAddress = String.valueOf(local);
-            e.remoteAddress = String.valueOf(remote);
-            e.commit();
+            e.commitWith(local, remote);
         }
     }
 
     static void rejected(InetSocketAddress local, InetSocketAddress remote, String reason) {
         RejectEvent e = new RejectEvent();
         if (e.isEnabled()) {
-            e.localAddress = String.valueOf(local);
-            e.remoteAddress = String.valueOf(remote);
             e.reason = reason;
-            e.commit();
+            e.commitWith(local, remote);
         }
     }
 
@@ -51,61 +45,55 @@ final class RdmaEvents {
                        boolean byPeer) {
         CloseEvent e = new CloseEvent();
         if (e.isEnabled()) {
-            e.localAddress = String.valueOf(local);
-            e.remoteAddress = String.valueOf(remote);
             e.byPeer = byPeer;
             if (counters != null) {
                 e.bytesWritten = counters.bytesWritten;
                 e.bytesRead = counters.bytesRead;
             }
-            e.commit();
+            e.commitWith(local, remote);
         }
     }
 
     static void protocolError(InetSocketAddress local, InetSocketAddress remote, String message) {
         ProtocolErrorEvent e = new ProtocolErrorEvent();
         if (e.isEnabled()) {
-            e.localAddress = String.valueOf(local);
-            e.remoteAddress = String.valueOf(remote);
             e.message = message;
-            e.commit();
+            e.commitWith(local, remote);
+        }
+    }
+
+    /** What every event here names: the connection's two ends. Abstract, so JFR registers only the subclasses. */
+    @Category({"Netty", "RDMA"})
+    @StackTrace(false)
+    abstract static class ConnectionEvent extends Event {
+        @Label("Local Address")
+        String localAddress;
+        @Label("Remote Address")
+        String remoteAddress;
+
+        final void commitWith(InetSocketAddress local, InetSocketAddress remote) {
+            localAddress = String.valueOf(local);
+            remoteAddress = String.valueOf(remote);
+            commit();
         }
     }
 
     @Name("io.netty.contrib.rdma.Connect")
     @Label("RDMA Connect")
     @Description("A client connection was established")
-    @Category({"Netty", "RDMA"})
-    @StackTrace(false)
-    static final class ConnectEvent extends Event {
-        @Label("Local Address")
-        String localAddress;
-        @Label("Remote Address")
-        String remoteAddress;
+    static final class ConnectEvent extends ConnectionEvent {
     }
 
     @Name("io.netty.contrib.rdma.Accept")
     @Label("RDMA Accept")
     @Description("A server accepted a connection and it was established")
-    @Category({"Netty", "RDMA"})
-    @StackTrace(false)
-    static final class AcceptEvent extends Event {
-        @Label("Local Address")
-        String localAddress;
-        @Label("Remote Address")
-        String remoteAddress;
+    static final class AcceptEvent extends ConnectionEvent {
     }
 
     @Name("io.netty.contrib.rdma.Reject")
     @Label("RDMA Reject")
     @Description("A server refused a connection request")
-    @Category({"Netty", "RDMA"})
-    @StackTrace(false)
-    static final class RejectEvent extends Event {
-        @Label("Local Address")
-        String localAddress;
-        @Label("Remote Address")
-        String remoteAddress;
+    static final class RejectEvent extends ConnectionEvent {
         @Label("Reason")
         String reason;
     }
@@ -113,13 +101,7 @@ final class RdmaEvents {
     @Name("io.netty.contrib.rdma.Close")
     @Label("RDMA Close")
     @Description("An established connection closed")
-    @Category({"Netty", "RDMA"})
-    @StackTrace(false)
-    static final class CloseEvent extends Event {
-        @Label("Local Address")
-        String localAddress;
-        @Label("Remote Address")
-        String remoteAddress;
+    static final class CloseEvent extends ConnectionEvent {
         @Label("By Peer")
         @Description("The peer disconnected or died; otherwise this side closed")
         boolean byPeer;
@@ -134,13 +116,7 @@ final class RdmaEvents {
     @Name("io.netty.contrib.rdma.ProtocolError")
     @Label("RDMA Protocol Error")
     @Description("A peer broke the transport's protocol; the connection was closed")
-    @Category({"Netty", "RDMA"})
-    @StackTrace(false)
-    static final class ProtocolErrorEvent extends Event {
-        @Label("Local Address")
-        String localAddress;
-        @Label("Remote Address")
-        String remoteAddress;
+    static final class ProtocolErrorEvent extends ConnectionEvent {
         @Label("Message")
         String message;
     }

@@ -80,6 +80,11 @@ class RdmaEventsTest {
             assertThat(e.getLong("bytesRead")).isEqualTo(1000);
         });
         assertThat(count(events, "ProtocolError")).isZero();
+        assertThat(events).allSatisfy(e -> {
+            assertThat(e.getEventType().getCategoryNames()).containsExactly("Netty", "RDMA");
+            assertThat(e.getString("remoteAddress")).isNotEqualTo("null").contains(":");
+            assertThat(e.getString("localAddress")).isNotEqualTo("null").contains(":");
+        });
     }
 
     @Sharable
