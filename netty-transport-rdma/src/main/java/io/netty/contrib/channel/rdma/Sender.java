@@ -1,0 +1,410 @@
+package io.netty.contrib.channel.rdma;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.channel.ChannelOutboundBuffer;
+import io.netty.channel.FileRegion;
+import io.netty.contrib.channel.rdma.internal.protocol.ConnectParameters;
+import io.netty.contrib.channel.rdma.internal.protocol.Immediate;
+import io.netty.contrib.channel.rdma.internal.protocol.MessageHeader;
+import io.netty.contrib.channel.rdma.internal.protocol.ProtocolException;
+import io.netty.contrib.channel.rdma.internal.protocol.SendWindow;
+
+import java.io.IOException;
+
+/**
+ * Turns a channel's flushed writes into work requests within what the peer offered (docs/PROTOCOL.md): SENDs of
+ * up to the peer's receive slot, each taking one of its receive credits; writes larger than a slot as RDMA WRITE
+ * WITH IMMEDIATE into the peer's receive ring, in parts of up to a quarter of it, when it offers one (else as
+ * SENDs, asking for a ring); small writes gathered into one SEND ({@link RdmaChannelOption#WRITE_COALESCE_THRESHOLD});
+ * file regions read in parts ({@link FileRegionChunker}). Every message's header carries what this side owes
+ * the peer ({@link Owed}). Loop-thread confined.
+ */
+final class Sender {
+    /** What this side owes the peer, carried in the header of every message it sends. */
+    interface Owed {
+        /** Receive credits granted since the last message: their receives are posted. */
+        int takeReceiveCredits();
+
+        /** Bytes of this side's ring freed since the last message. */
+        int takeRingCredits();
+    }
+
+    private final SendQueue sends;
+    private final RdmaByteBufAllocator alloc;
+    private final ConnectionCounters counters;
+    private final Owed owed;
+    /** Writes up to this size are copied together. */
+    private final int coalesceThreshold;
+    private final MessageHeader header = new MessageHeader();
+    private final FileRegionChunker files;
+    private final Lookahead lookahead = new Lookahead();
+
+    /** The peer's credits; null until the connection is established. */
+    private SendWindow window;
+    /**
+     * Receive credits the peer granted in messages that arrived before this side saw the connection established
+     * (a client's ESTABLISHED event may come after the server's first sends); {@link #start} adds them.
+     */
+    private int earlyReceiveCredits;
+    private int peerMaxSend;
+    private long peerRingAddress;
+    private int peerRingRkey;
+    /** The largest ring write: a quarter of the peer's ring; 0 while it offers none. */
+    private int maxRingWrite;
+    private boolean peerRingGeneration;
+    /** This side took a RING message of the peer and has not told it yet ({@link MessageHeader#FLAG_RING_SEEN}). */
+    private boolean ringSeenOwed;
+    /** Inside {@link #write}: writes' promises complete as their bytes are taken, and a listener may close. */
+    private boolean writing;
+    private boolean released;
+
+    Sender(SendQueue sends, RdmaByteBufAllocator alloc, ConnectionCounters counters, Owed owed,
+           int coalesceThreshold) {
+        this.sends = sends;
+        this.alloc = alloc;
+        this.counters = counters;
+        this.owed = owed;
+        this.coalesceThreshold = coalesceThreshold;
+        this.files = new FileRegionChunker(alloc);
+    }
+
+    /** Takes what the peer offered at connect time; sending may start. */
+    void start(ConnectParameters peer) {
+        window = new SendWindow(peer.recvCredits(), peer.ringSize());
+        window.grant(earlyReceiveCredits, 0);
+        earlyReceiveCredits = 0;
+        peerRingAddress = peer.ringAddress();
+        peerRingRkey = peer.ringRkey();
+        peerMaxSend = peer.recvBufferSize() - MessageHeader.LENGTH;
+        maxRingWrite = peer.ringSize() / 4;
+    }
+
+    boolean started() {
+        return window != null;
+    }
+
+    /** Credits the peer returned in a message's header. */
+    void granted(int receiveCredits, int ringCredits) {
+        if (window != null) {
+            window.grant(receiveCredits, ringCredits);
+        } else if (ringCredits != 0) {
+            throw new ProtocolException("ring credits returned before the connection was established");
+        } else {
+            earlyReceiveCredits += receiveCredits;
+        }
+    }
+
+    /** The peer replaced or withdrew its receive ring (a RING message): later writes go there, or by SEND. */
+    void peerRingSwitched(MessageHeader ring) {
+        if (window == null) {
+            throw new ProtocolException("RING message before the connection was established");
+        }
+        long size = ring.ringSize();
+        window.switchRing(size);
+        peerRingAddress = ring.ringAddress();
+        peerRingRkey = ring.ringRkey();
+        maxRingWrite = (int) (size / 4);
+        peerRingGeneration = !peerRingGeneration;
+        ringSeenOwed = true;
+    }
+
+    /** Whether this side must tell the peer it saw its RING, with a CREDIT if nothing else goes. */
+    boolean ringSeenOwed() {
+        return ringSeenOwed;
+    }
+
+    /**
+     * Posts as much of {@code in}'s flushed data as credits and the send queue allow, in one doorbell per batch of
+     * work requests.
+     *
+     * @return {@code true} when everything flushed was posted
+     */
+    boolean write(ChannelOutboundBuffer in) throws IOException {
+        writing = true;
+        try {
+            for (;;) {
+                if (released) {
+                    // A promise's listener closed the channel and the connection is gone (its peer left).
+                    return true;
+                }
+                Object msg = in.current();
+                if (msg == null) {
+                    return true;
+                }
+                if (msg instanceof FileRegion region) {
+                    if (!writeFilePart(in, region)) {
+                        return false;
+                    }
+                    continue;
+                }
+                ByteBuf buf = (ByteBuf) msg;
+                int readable = buf.readableBytes();
+                if (readable == 0) {
+                    in.remove();
+                    continue;
+                }
+                if (sends.batchFull()) {
+                    sends.post();
+                }
+                if (sends.room() <= 0) {
+                    return false;
+                }
+                if (readable <= coalesceThreshold && readable <= peerMaxSend && in.size() > 1
+                        && worthCoalescing(in)) {
+                    if (!coalesce(in)) {
+                        return false;
+                    }
+                    continue;
+                }
+                int chunk;
+                if (readable > peerMaxSend && maxRingWrite > 0) {
+                    chunk = Math.min(readable, maxRingWrite);
+                    if (!ringWrite(buf, chunk)) {
+                        return false;
+                    }
+                } else {
+                    chunk = Math.min(readable, peerMaxSend);
+                    // A write larger than a slot and no ring to write it to: ask for one.
+                    if (!send(buf, chunk, readable > peerMaxSend ? MessageHeader.FLAG_WANTS_RING : 0)) {
+                        return false;
+                    }
+                }
+                counters.bytesWritten += chunk;
+                counters.progressed();
+                in.removeBytes(chunk);
+            }
+        } finally {
+            writing = false;
+            if (!released) {
+                sends.post();
+            }
+        }
+    }
+
+    /** Sends the next part of a {@link FileRegion}; a part read but not sent for lack of credit waits. */
+    private boolean writeFilePart(ChannelOutboundBuffer in, FileRegion region) throws IOException {
+        long remaining = region.count() - region.transferred();
+        ByteBuf part = files.next(region, remaining > peerMaxSend && maxRingWrite > 0 ? maxRingWrite : peerMaxSend);
+        if (part == null) {
+            in.remove();
+            return true;
+        }
+        int length = part.readableBytes();
+        if (sends.batchFull()) {
+            sends.post();
+        }
+        if (sends.room() <= 0) {
+            return false;
+        }
+        boolean prepared = length > peerMaxSend && maxRingWrite > 0 ? ringWrite(part, length)
+                : send(part, length, 0);
+        if (!prepared) {
+            return false;
+        }
+        files.sent();
+        counters.bytesWritten += length;
+        counters.progressed();
+        in.progress(length);
+        if (region.transferred() >= region.count()) {
+            in.remove();
+        }
+        return true;
+    }
+
+    /** Whether the flush starts with two small writes, or with one before a large write that can take it along. */
+    private boolean worthCoalescing(ChannelOutboundBuffer in) {
+        lookahead.reset();
+        try {
+            in.forEachFlushedMessage(lookahead);
+        } catch (Exception e) {
+            throw new IllegalStateException(e); // the processor throws nothing
+        }
+        return lookahead.smalls >= 2 || lookahead.largeFollows && maxRingWrite > peerMaxSend;
+    }
+
+    /** Looks at the first two messages of a flush: small writes, and whether a large one comes after the first. */
+    private final class Lookahead implements ChannelOutboundBuffer.MessageProcessor {
+        int smalls;
+        boolean largeFollows;
+
+        void reset() {
+            smalls = 0;
+            largeFollows = false;
+        }
+
+        @Override
+        public boolean processMessage(Object msg) {
+            if (msg instanceof ByteBuf buf) {
+                int n = buf.readableBytes();
+                if (n <= coalesceThreshold && n <= peerMaxSend) {
+                    return ++smalls < 2;
+                }
+                largeFollows = n > peerMaxSend;
+            }
+            return false;
+        }
+    }
+
+    /**
+     * Copies the small writes at the head of the flush, as many as fit a SEND, into one registered buffer. If a
+     * large write follows and the peer's ring has room, they travel at the head of its (first) ring write, two
+     * buffers in one work request; otherwise as one SEND. Stops gathering at the first write that is larger than
+     * the threshold, does not fit, or is not a buffer: it goes next, in order.
+     *
+     * @return {@code false} when out of credit (nothing was taken from {@code in})
+     */
+    private boolean coalesce(ChannelOutboundBuffer in) {
+        if (!window.tryAcquireMessage()) {
+            counters.stalled();
+            return false;
+        }
+        ByteBuf staging = alloc.directBuffer(peerMaxSend, peerMaxSend);
+        try {
+            int writes = 0;
+            Object next;
+            for (;;) {
+                next = in.current();
+                if (!(next instanceof ByteBuf buf)) {
+                    break;
+                }
+                int n = buf.readableBytes();
+                if (n > coalesceThreshold || n > staging.writableBytes()) {
+                    break;
+                }
+                staging.writeBytes(buf, buf.readerIndex(), n);
+                // Completes the write's promise, as a post does: the bytes are the connection's now. A listener
+                // may close the channel: it lingers while this call writes (idle()), unless the peer is gone.
+                in.remove();
+                writes++;
+                if (released) {
+                    return true;
+                }
+            }
+            int head = staging.readableBytes();
+            counters.coalescedWrites += writes;
+            counters.coalescedSends++;
+            counters.progressed();
+            if (next instanceof ByteBuf large && large.readableBytes() > peerMaxSend && maxRingWrite > head) {
+                int chunk = Math.min(large.readableBytes(), maxRingWrite - head);
+                long offset = window.tryReserveRing(head + chunk);
+                if (offset >= 0) {
+                    sends.ringWrite(staging, head, large, chunk,
+                            Immediate.encode(head + chunk, window.lastWrapped(), peerRingGeneration),
+                            peerRingAddress + offset, peerRingRkey);
+                    counters.bytesWritten += head + chunk;
+                    counters.ringWrites++;
+                    in.removeBytes(chunk);
+                    return true;
+                }
+            }
+            writeHeader(MessageHeader.TYPE_DATA, 0);
+            sends.send(staging, head);
+            counters.bytesWritten += head;
+            counters.sends++;
+        } finally {
+            staging.release(); // the send holds its own reference until it completes
+        }
+        return true;
+    }
+
+    private boolean send(ByteBuf buf, int length, int flags) {
+        if (!window.tryAcquireMessage()) {
+            counters.stalled();
+            return false;
+        }
+        writeHeader(MessageHeader.TYPE_DATA, flags);
+        sends.send(buf, length);
+        counters.sends++;
+        return true;
+    }
+
+    private boolean ringWrite(ByteBuf buf, int length) {
+        if (!window.tryAcquireMessage()) {
+            counters.stalled();
+            return false;
+        }
+        long offset = window.tryReserveRing(length);
+        if (offset < 0) {
+            window.releaseUnused();
+            counters.stalled();
+            return false;
+        }
+        counters.ringWrites++;
+        sends.ringWrite(buf, length, Immediate.encode(length, window.lastWrapped(), peerRingGeneration),
+                peerRingAddress + offset, peerRingRkey);
+        return true;
+    }
+
+    /** Posts SHUTDOWN; {@code false} when out of credit or send queue room (retry after completions). */
+    boolean shutdownOutput() {
+        if (window == null || sends.room() <= 0 || !window.tryAcquireMessage()) {
+            return false;
+        }
+        writeHeader(MessageHeader.TYPE_SHUTDOWN, 0);
+        sends.send(null, 0);
+        sends.post();
+        return true;
+    }
+
+    /**
+     * Takes the peer's credit for a message of this side's own (CREDIT or RING), which may use the credit that
+     * data leaves in reserve ({@link SendWindow}): credits can always be returned.
+     */
+    boolean tryAcquireControlMessage() {
+        return window.tryAcquireCreditMessage();
+    }
+
+    /** Gives back the credit of a control message that is not sent after all. */
+    void releaseControlMessage() {
+        window.releaseUnused();
+    }
+
+    /** Posts a CREDIT message: what this side owes, and nothing else. Needs send room and a control credit. */
+    void sendCredit() {
+        writeHeader(MessageHeader.TYPE_CREDIT, 0);
+        sends.send(null, 0);
+        sends.post();
+    }
+
+    /**
+     * Fills the header of a RING message: receive credits, but no ring credits, which the peer would count
+     * against the new ring. Needs send room and a control credit.
+     */
+    void writeRingHeader() {
+        sends.nextHeader(header).write(MessageHeader.TYPE_RING, ringSeenFlag(), owed.takeReceiveCredits(), 0);
+    }
+
+    /** Fills the next send's header, with the credits and flags this side owes the peer. */
+    private void writeHeader(byte type, int flags) {
+        int receiveCredits = owed.takeReceiveCredits();
+        int ringCredits = owed.takeRingCredits();
+        sends.nextHeader(header).write(type, flags | ringSeenFlag(), receiveCredits, ringCredits);
+    }
+
+    private int ringSeenFlag() {
+        if (ringSeenOwed) {
+            ringSeenOwed = false;
+            return MessageHeader.FLAG_RING_SEEN;
+        }
+        return 0;
+    }
+
+    /**
+     * No send is waiting for its completion, and none is being prepared: a channel closed from a promise listener
+     * while {@link #write} runs lingers until what that call posts has gone out.
+     */
+    boolean idle() {
+        return !writing && sends.idle();
+    }
+
+    /** The connection is gone: stop writing, free the file part read ahead. */
+    void release() {
+        released = true;
+        files.release();
+    }
+
+    @Override
+    public String toString() {
+        return "window=" + window;
+    }
+}
