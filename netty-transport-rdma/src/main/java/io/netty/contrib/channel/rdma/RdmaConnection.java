@@ -111,15 +111,16 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed {
         this.received = new ReceivedQueue(maxCredits);
         this.rings = new OfferedRings(pd, ringSize, !device.windows(), maxCredits, alloc, loop, this);
         this.group = handler.queueGroup(device, slotSize, sqDepth, initialCredits);
+        int maxGather = Math.max(2, Math.min(Sender.MAX_GATHER, device.maxSge()));
         ByteBuf headers = null;
         QueuePair q = null;
         SendQueue sq = null;
         try {
             headers = alloc.directBuffer(SendQueue.headerBytes(sqDepth), SendQueue.headerBytes(sqDepth));
-            q = id.createQp(pd, new QpInitAttributes(group.cq, group.cq, group.srq, sqDepth, 0, 2, 0,
+            q = id.createQp(pd, new QpInitAttributes(group.cq, group.cq, group.srq, sqDepth, 0, maxGather, 0,
                     config.getMaxInlineData(), false));
             sq = new SendQueue(registration.id(), q, group, sqDepth, alloc, headers, handler.sendWorkRequests(),
-                    handler.batchFlags());
+                    handler.batchFlags(), maxGather);
             handler.bindQueuePair(q.qpNum(), registration);
         } catch (RuntimeException e) {
             if (q != null) {

@@ -1,6 +1,7 @@
 package io.netty.contrib.channel.rdma;
 
 import io.netty.contrib.channel.rdma.internal.memory.MemoryRegistrar;
+import io.netty.contrib.channel.rdma.internal.verbs.DeviceAttributes;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvAccessFlags;
 import io.netty.contrib.channel.rdma.internal.verbs.MemoryRegion;
 import io.netty.contrib.channel.rdma.internal.verbs.ProtectionDomain;
@@ -32,20 +33,27 @@ final class RdmaDevices {
     /**
      * @param windows whether the device binds type-2 memory windows, with which each receive ring is writable on
      *                its own connection's queue pair only
+     * @param maxSge  the scatter/gather entries a work request may have ({@code max_sge})
      */
-    record Device(VerbsContext context, ProtectionDomain pd, RdmaByteBufAllocator allocator, boolean windows) {
+    record Device(VerbsContext context, ProtectionDomain pd, RdmaByteBufAllocator allocator, boolean windows,
+                  int maxSge) {
     }
 
     static synchronized Device of(VerbsContext context) {
         return DEVICES.computeIfAbsent(context.address(), a -> {
             ProtectionDomain pd = context.allocPd();
             boolean windows;
+            int maxSge;
             try {
-                windows = context.queryDevice().supportsType2Windows();
+                DeviceAttributes attributes = context.queryDevice();
+                windows = attributes.supportsType2Windows();
+                maxSge = attributes.maxSge();
             } catch (RuntimeException e) {
+                // What every device supports: a header and a payload per SEND.
                 windows = false;
+                maxSge = 2;
             }
-            return new Device(context, pd, new RdmaByteBufAllocator(new PdRegistrar(pd)), windows);
+            return new Device(context, pd, new RdmaByteBufAllocator(new PdRegistrar(pd)), windows, maxSge);
         });
     }
 

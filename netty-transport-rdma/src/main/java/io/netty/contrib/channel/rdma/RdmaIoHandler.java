@@ -172,7 +172,7 @@ public final class RdmaIoHandler implements IoHandler {
         RdmaDevices.retain();
         try {
             completions = new WorkCompletions(config.pollBatch());
-            sendWrs = new SendWorkRequests(SEND_BATCH, 2);
+            sendWrs = new SendWorkRequests(SEND_BATCH, Sender.MAX_GATHER);
             epoll = new Epoll(MAX_READY);
             wakeFd = new EventFd();
             epoll.add(wakeFd.fd(), Epoll.EPOLLIN, WAKE_TOKEN);

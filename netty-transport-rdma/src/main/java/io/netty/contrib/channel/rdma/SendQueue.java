@@ -41,9 +41,12 @@ final class SendQueue {
     private final long ringPayloadOffset;
     private final SendWorkRequests wrs;
     private final int[] batchFlags;
+    /** Buffers a work request may gather from. */
+    private final int maxGather;
+    /** The buffers each work request sends from, {@link #maxGather} per slot, held until its completion. */
     private final ByteBuf[] inflight;
-    /** The second buffer of a two-buffer ring write, by slot. */
-    private final ByteBuf[] inflightSecond;
+    /** Buffers gathered into the last ring write added. */
+    private int gathered;
     private final MessageHeader ringPayload = new MessageHeader();
     private int batch;
     private long posted;
@@ -53,9 +56,11 @@ final class SendQueue {
     /**
      * @param headerBuf a registered buffer of {@link #headerBytes(int)} bytes, released with this queue
      * @param wrs       the loop's work requests, filled and posted within one call of a connection
+     * @param maxGather buffers one ring write may gather from: at most the queue pair's {@code max_send_sge} and
+     *                  the SGEs of {@code wrs}
      */
     SendQueue(int channelId, QueuePair qp, QueueGroup group, int depth, RdmaByteBufAllocator alloc,
-              ByteBuf headerBuf, SendWorkRequests wrs, int[] batchFlags) {
+              ByteBuf headerBuf, SendWorkRequests wrs, int[] batchFlags, int maxGather) {
         this.channelId = channelId;
         this.qp = qp;
         this.group = group;
@@ -73,8 +78,11 @@ final class SendQueue {
         this.ringPayloadOffset = (long) depth * MessageHeader.LENGTH;
         this.wrs = wrs;
         this.batchFlags = batchFlags;
-        this.inflight = new ByteBuf[depth];
-        this.inflightSecond = new ByteBuf[depth];
+        if (maxGather < 2 || maxGather > wrs.maxSge()) {
+            throw new IllegalArgumentException("maxGather: " + maxGather + " (expected: 2.." + wrs.maxSge() + ')');
+        }
+        this.maxGather = maxGather;
+        this.inflight = new ByteBuf[depth * maxGather];
     }
 
     /** Bytes of header memory a queue of {@code depth} needs. */
@@ -113,7 +121,7 @@ final class SendQueue {
         wrs.sgeAddress(i, 0, headers.address() + (long) slot * MessageHeader.LENGTH, MessageHeader.LENGTH,
                 headerLkey);
         if (payload != null) {
-            inflight[slot] = payloadSge(i, 1, payload, length);
+            inflight[slot * maxGather] = payloadSge(i, 1, payload, length);
             wrs.numSge(i, 2);
         } else {
             wrs.numSge(i, 1);
@@ -146,35 +154,34 @@ final class SendQueue {
         batch++;
     }
 
-    /** Adds an RDMA WRITE WITH IMMEDIATE of {@code length} bytes of {@code payload} to the peer's ring. */
-    void ringWrite(ByteBuf payload, int length, int immediate, long remoteAddress, int rkey) {
+    /**
+     * Adds an RDMA WRITE WITH IMMEDIATE into the peer's ring at {@code remoteAddress}; the bytes it carries are
+     * added in order with {@link #gather}, up to {@code maxGather} buffers: one message in the peer's ring.
+     */
+    void ringWrite(int immediate, long remoteAddress, int rkey) {
         int i = batch;
-        int slot = slotOf(posted + i);
-        wrs.set(i, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.RDMA_WRITE_WITH_IMM, 0);
+        wrs.set(i, WrId.encode(channelId, WrId.SEND, slotOf(posted + i)), IbvWrOpcode.RDMA_WRITE_WITH_IMM, 0);
         wrs.immData(i, immediate);
         wrs.rdma(i, remoteAddress, rkey);
-        inflight[slot] = payloadSge(i, 0, payload, length);
-        wrs.numSge(i, 1);
         batchFlags[i] = 0;
+        gathered = 0;
         batch++;
     }
 
-    /**
-     * Adds an RDMA WRITE WITH IMMEDIATE of {@code firstLength} bytes of {@code first} followed by
-     * {@code secondLength} bytes of {@code second}: one message in the peer's ring, from two buffers.
-     */
-    void ringWrite(ByteBuf first, int firstLength, ByteBuf second, int secondLength, int immediate,
-                   long remoteAddress, int rkey) {
-        int i = batch;
-        int slot = slotOf(posted + i);
-        wrs.set(i, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.RDMA_WRITE_WITH_IMM, 0);
-        wrs.immData(i, immediate);
-        wrs.rdma(i, remoteAddress, rkey);
-        inflight[slot] = payloadSge(i, 0, first, firstLength);
-        inflightSecond[slot] = payloadSge(i, 1, second, secondLength);
-        wrs.numSge(i, 2);
-        batchFlags[i] = 0;
-        batch++;
+    /** Adds {@code length} readable bytes of {@code buf} to the ring write added last. */
+    void gather(ByteBuf buf, int length) {
+        if (gathered == maxGather) {
+            throw new IllegalStateException("a ring write gathers from at most " + maxGather + " buffers");
+        }
+        int i = batch - 1;
+        int j = gathered++;
+        inflight[slotOf(posted + i) * maxGather + j] = payloadSge(i, j, buf, length);
+        wrs.numSge(i, j + 1);
+    }
+
+    /** Buffers one ring write may gather from. */
+    int maxGather() {
+        return maxGather;
     }
 
     /**
@@ -249,15 +256,13 @@ final class SendQueue {
         int slot = WrId.slot(wcs.wrId(i));
         long seq = completed + Math.floorMod(slot - slotOf(completed), depth);
         for (long s = completed; s <= seq && s < posted; s++) {
-            int at = slotOf(s);
-            ByteBuf held = inflight[at];
-            if (held != null) {
-                inflight[at] = null;
-                held.release();
-            }
-            held = inflightSecond[at];
-            if (held != null) {
-                inflightSecond[at] = null;
+            int at = slotOf(s) * maxGather;
+            for (int j = at; j < at + maxGather; j++) {
+                ByteBuf held = inflight[j];
+                if (held == null) {
+                    break;
+                }
+                inflight[j] = null;
                 held.release();
             }
         }
@@ -275,10 +280,6 @@ final class SendQueue {
             if (inflight[s] != null) {
                 inflight[s].release();
                 inflight[s] = null;
-            }
-            if (inflightSecond[s] != null) {
-                inflightSecond[s].release();
-                inflightSecond[s] = null;
             }
         }
         headerBuf.release();

@@ -15,11 +15,19 @@ import java.io.IOException;
  * Turns a channel's flushed writes into work requests within what the peer offered (docs/PROTOCOL.md): SENDs of
  * up to the peer's receive slot, each taking one of its receive credits; writes larger than a slot as RDMA WRITE
  * WITH IMMEDIATE into the peer's receive ring, in parts of up to a quarter of it, when it offers one (else as
- * SENDs, asking for a ring); small writes gathered into one SEND ({@link RdmaChannelOption#WRITE_COALESCE_THRESHOLD});
+ * SENDs, asking for a ring), each ring write gathering the writes that follow from where they lie (up to
+ * {@link #MAX_GATHER} buffers, as a socket's writev does); small writes copied into one SEND
+ * ({@link RdmaChannelOption#WRITE_COALESCE_THRESHOLD});
  * file regions read in parts ({@link FileRegionChunker}). Every message's header carries what this side owes
  * the peer ({@link Owed}). Loop-thread confined.
  */
 final class Sender {
+    /**
+     * Buffers one ring write gathers from, at most (one SGE each; fewer when the device allows fewer): an HTTP/2
+     * stream of 16 KiB DATA frames, each a 9-byte header and its payload, goes 8 frames per work request.
+     */
+    static final int MAX_GATHER = 16;
+
     /** What this side owes the peer, carried in the header of every message it sends. */
     interface Owed {
         /** Receive credits granted since the last message: their receives are posted. */
@@ -38,6 +46,7 @@ final class Sender {
     private final MessageHeader header = new MessageHeader();
     private final FileRegionChunker files;
     private final Lookahead lookahead = new Lookahead();
+    private final Gather gather;
 
     /** The peer's credits; null until the connection is established. */
     private SendWindow window;
@@ -66,6 +75,7 @@ final class Sender {
         this.owed = owed;
         this.coalesceThreshold = coalesceThreshold;
         this.files = new FileRegionChunker(alloc);
+        this.gather = new Gather(sends.maxGather());
     }
 
     /** Takes what the peer offered at connect time; sending may start. */
@@ -149,25 +159,28 @@ final class Sender {
                 if (sends.room() <= 0) {
                     return false;
                 }
-                if (readable <= coalesceThreshold && readable <= peerMaxSend && in.size() > 1
-                        && worthCoalescing(in)) {
-                    if (!coalesce(in)) {
+                boolean ring = readable > peerMaxSend && maxRingWrite > 0;
+                if (!ring && readable <= coalesceThreshold && readable <= peerMaxSend && in.size() > 1) {
+                    lookAhead(in);
+                    if (lookahead.smalls >= 2) {
+                        if (!coalesce(in)) {
+                            return false;
+                        }
+                        continue;
+                    }
+                    // One small write before a large one: it rides at the head of the large one's ring write.
+                    ring = lookahead.largeFollows && maxRingWrite > peerMaxSend;
+                }
+                if (ring) {
+                    if (!gatherRingWrite(in, null, 0)) {
                         return false;
                     }
                     continue;
                 }
-                int chunk;
-                if (readable > peerMaxSend && maxRingWrite > 0) {
-                    chunk = Math.min(readable, maxRingWrite);
-                    if (!ringWrite(buf, chunk)) {
-                        return false;
-                    }
-                } else {
-                    chunk = Math.min(readable, peerMaxSend);
-                    // A write larger than a slot and no ring to write it to: ask for one.
-                    if (!send(buf, chunk, readable > peerMaxSend ? MessageHeader.FLAG_WANTS_RING : 0)) {
-                        return false;
-                    }
+                int chunk = Math.min(readable, peerMaxSend);
+                // A write larger than a slot and no ring to write it to: ask for one.
+                if (!send(buf, chunk, readable > peerMaxSend ? MessageHeader.FLAG_WANTS_RING : 0)) {
+                    return false;
                 }
                 counters.bytesWritten += chunk;
                 counters.progressed();
@@ -211,15 +224,105 @@ final class Sender {
         return true;
     }
 
-    /** Whether the flush starts with two small writes, or with one before a large write that can take it along. */
-    private boolean worthCoalescing(ChannelOutboundBuffer in) {
+    /** Looks at how the flush starts: two small writes, or one before a large write ({@link Lookahead}). */
+    private void lookAhead(ChannelOutboundBuffer in) {
         lookahead.reset();
+        forEachFlushed(in, lookahead);
+    }
+
+    private static void forEachFlushed(ChannelOutboundBuffer in, ChannelOutboundBuffer.MessageProcessor p) {
         try {
-            in.forEachFlushedMessage(lookahead);
+            in.forEachFlushedMessage(p);
         } catch (Exception e) {
-            throw new IllegalStateException(e); // the processor throws nothing
+            throw new IllegalStateException(e); // the processors throw nothing
         }
-        return lookahead.smalls >= 2 || lookahead.largeFollows && maxRingWrite > peerMaxSend;
+    }
+
+    /**
+     * Sends the writes at the head of the flush, after {@code head} bytes of {@code staging} if given, as one ring
+     * write gathered from where they lie: as many as fit a quarter of the peer's ring and {@link #MAX_GATHER}
+     * buffers, the last one possibly in part. Completes their promises.
+     *
+     * @return {@code false} when out of credit or ring space (nothing was taken from {@code in})
+     */
+    private boolean gatherRingWrite(ChannelOutboundBuffer in, ByteBuf staging, int head) {
+        gather.reset(maxRingWrite - head, staging == null ? 0 : 1);
+        forEachFlushed(in, gather);
+        int total = head + gather.bytes;
+        if (staging == null && !window.tryAcquireMessage()) {
+            counters.stalled();
+            return false;
+        }
+        long offset = window.tryReserveRing(total);
+        if (offset < 0) {
+            gather.clear();
+            if (staging == null) {
+                window.releaseUnused();
+                counters.stalled();
+            }
+            return false;
+        }
+        sends.ringWrite(Immediate.encode(total, window.lastWrapped(), peerRingGeneration), peerRingAddress + offset,
+                peerRingRkey);
+        if (staging != null) {
+            sends.gather(staging, head);
+        }
+        for (int k = 0; k < gather.count; k++) {
+            sends.gather(gather.bufs[k], gather.lengths[k]);
+        }
+        gather.clear();
+        counters.ringWrites++;
+        counters.bytesWritten += total;
+        counters.progressed();
+        in.removeBytes(total - head);
+        return true;
+    }
+
+    /** Picks the flushed writes one ring write takes: whole while they fit, the last one in part. */
+    private static final class Gather implements ChannelOutboundBuffer.MessageProcessor {
+        final ByteBuf[] bufs;
+        final int[] lengths;
+        int count;
+        int bytes;
+        private int budget;
+        private int maxCount;
+
+        Gather(int maxGather) {
+            bufs = new ByteBuf[maxGather];
+            lengths = new int[maxGather];
+        }
+
+        /** {@code budget} bytes at most, in as many buffers as the queue allows less {@code reserved}. */
+        void reset(int budget, int reserved) {
+            this.budget = budget;
+            this.maxCount = bufs.length - reserved;
+            count = 0;
+            bytes = 0;
+        }
+
+        @Override
+        public boolean processMessage(Object msg) {
+            if (!(msg instanceof ByteBuf buf)) {
+                return false;
+            }
+            int n = buf.readableBytes();
+            if (n == 0) {
+                return true; // taken off the outbound buffer with the others
+            }
+            int take = Math.min(n, budget - bytes);
+            bufs[count] = buf;
+            lengths[count] = take;
+            count++;
+            bytes += take;
+            return take == n && bytes < budget && count < maxCount;
+        }
+
+        void clear() {
+            for (int k = 0; k < count; k++) {
+                bufs[k] = null;
+            }
+            count = 0;
+        }
     }
 
     /** Looks at the first two messages of a flush: small writes, and whether a large one comes after the first. */
@@ -284,18 +387,9 @@ final class Sender {
             counters.coalescedWrites += writes;
             counters.coalescedSends++;
             counters.progressed();
-            if (next instanceof ByteBuf large && large.readableBytes() > peerMaxSend && maxRingWrite > head) {
-                int chunk = Math.min(large.readableBytes(), maxRingWrite - head);
-                long offset = window.tryReserveRing(head + chunk);
-                if (offset >= 0) {
-                    sends.ringWrite(staging, head, large, chunk,
-                            Immediate.encode(head + chunk, window.lastWrapped(), peerRingGeneration),
-                            peerRingAddress + offset, peerRingRkey);
-                    counters.bytesWritten += head + chunk;
-                    counters.ringWrites++;
-                    in.removeBytes(chunk);
-                    return true;
-                }
+            if (next instanceof ByteBuf large && large.readableBytes() > peerMaxSend && maxRingWrite > head
+                    && gatherRingWrite(in, staging, head)) {
+                return true;
             }
             writeHeader(MessageHeader.TYPE_DATA, 0);
             sends.send(staging, head);
@@ -330,8 +424,9 @@ final class Sender {
             return false;
         }
         counters.ringWrites++;
-        sends.ringWrite(buf, length, Immediate.encode(length, window.lastWrapped(), peerRingGeneration),
-                peerRingAddress + offset, peerRingRkey);
+        sends.ringWrite(Immediate.encode(length, window.lastWrapped(), peerRingGeneration), peerRingAddress + offset,
+                peerRingRkey);
+        sends.gather(buf, length);
         return true;
     }
 

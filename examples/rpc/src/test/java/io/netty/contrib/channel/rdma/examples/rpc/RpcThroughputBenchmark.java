@@ -13,6 +13,7 @@ import io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.netty.channel.socket.nio.NioSocketChannel;
 import io.netty.contrib.channel.rdma.RdmaChannel;
 import io.netty.contrib.channel.rdma.RdmaIoHandler;
+import io.netty.contrib.channel.rdma.RdmaIoHandlerConfig;
 import io.netty.contrib.channel.rdma.RdmaServerChannel;
 
 import java.net.InetSocketAddress;
@@ -24,7 +25,7 @@ import java.util.concurrent.TimeUnit;
  * gRPC (grpc-netty, default settings) over RdmaChannel against NIO, one JVM, the same workload in the same run:
  * unary Echo calls, one in eight of 1-8 MiB, the rest under 4 KiB, every response checked. Prints large-message
  * throughput and small-call latency for both and their ratios. A benchmark, not a test: run it with
- * {@code ./examples/rpc/benchmark.sh} (rounds and calls as arguments).
+ * {@code ./examples/rpc/benchmark.sh} (rounds, calls and optionally the RDMA loops' spin in ns as arguments).
  */
 public final class RpcThroughputBenchmark {
     private RpcThroughputBenchmark() {
@@ -36,6 +37,9 @@ public final class RpcThroughputBenchmark {
     public static void main(String[] args) throws Exception {
         int rounds = args.length > 0 ? Integer.parseInt(args[0]) : 3;
         int calls = args.length > 1 ? Integer.parseInt(args[1]) : 300;
+        if (args.length > 2) {
+            spinNanos = Long.parseLong(args[2]);
+        }
         SoftwareDevice.selectIfNoHardware();
         for (int round = 0; round <= rounds; round++) {
             Result rdma = run(true, calls);
@@ -100,7 +104,14 @@ public final class RpcThroughputBenchmark {
         }
     }
 
+    /** The RDMA loops' spin ({@link RdmaIoHandlerConfig#spinNanos}); -1: the default. */
+    private static long spinNanos = -1;
+
     private static EventLoopGroup group(boolean rdma) {
+        if (rdma && spinNanos >= 0) {
+            return new MultiThreadIoEventLoopGroup(1,
+                    RdmaIoHandler.newFactory(new RdmaIoHandlerConfig().spinNanos(spinNanos)));
+        }
         return new MultiThreadIoEventLoopGroup(1, rdma ? RdmaIoHandler.newFactory() : NioIoHandler.newFactory());
     }
 }
