@@ -1,7 +1,6 @@
 package io.netty.contrib.channel.rdma;
 
 import io.netty.buffer.ByteBuf;
-import io.netty.channel.AbstractChannel;
 import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelMetadata;
@@ -10,7 +9,6 @@ import io.netty.channel.ChannelPromise;
 import io.netty.channel.ConnectTimeoutException;
 import io.netty.channel.EventLoop;
 import io.netty.channel.FileRegion;
-import io.netty.channel.IoEventLoop;
 import io.netty.channel.IoRegistration;
 import io.netty.channel.RecvByteBufAllocator;
 import io.netty.channel.socket.ChannelInputShutdownEvent;
@@ -46,7 +44,7 @@ import java.util.concurrent.TimeUnit;
  * {@link SocketChannel}, so pipelines written for TCP work unchanged; see {@link RdmaChannelConfig} for what
  * the socket options mean here.
  */
-public final class RdmaChannel extends AbstractChannel implements SocketChannel {
+public final class RdmaChannel extends AbstractRdmaChannel implements SocketChannel {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaChannel.class);
     /** Addresses handed out by the device and the pool, copied between without a segment per copy. */
     private static final MemorySegment ALL_MEMORY = MemorySegment.NULL.reinterpret(Long.MAX_VALUE);
@@ -60,8 +58,6 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
     /** The counters of the channel's connection, kept after it is torn down ({@link #metric()}). */
     volatile ConnectionCounters counters;
     private final RdmaChannelMetric metric = new RdmaChannelMetric(this);
-    private IoRegistration ioRegistration;
-    private RdmaIoHandler.Registration registration;
     private final ConnectParameters acceptedPeer;
     /** An accepted channel counted by its server as a handshake in progress. */
     private boolean handshakePending;
@@ -232,49 +228,36 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
     }
 
     @Override
-    protected boolean isCompatible(EventLoop loop) {
-        return loop instanceof IoEventLoop l && l.isCompatible(RdmaUnsafe.class);
-    }
-
-    @Override
     protected AbstractUnsafe newUnsafe() {
         return new RdmaUnsafe();
     }
 
     @Override
-    protected void doRegister(ChannelPromise promise) {
-        ((IoEventLoop) eventLoop()).register((RdmaUnsafe) unsafe()).addListener(f -> {
-            if (!f.isSuccess()) {
-                promise.setFailure(f.cause());
-                return;
-            }
-            ioRegistration = (IoRegistration) f.getNow();
-            registration = ioRegistration.attachment();
-            if (acceptedPeer != null && connection == null) {
-                registerPromise = promise;
-                try {
-                    accept();
-                } catch (Throwable t) {
-                    failRegistration(t);
-                    return;
-                }
-                // A client that never completes the handshake (never sends its RTU) must not hold the QP forever.
-                int timeoutMillis = config.getEstablishTimeoutMillis();
-                connectTimeoutFuture = eventLoop().schedule(() -> {
-                    if (registerPromise != null) {
-                        failRegistration(new ConnectTimeoutException("connection from " + remote
-                                + " was not established within " + timeoutMillis + " ms"));
-                        unsafe().close(unsafe().voidPromise());
-                    }
-                }, timeoutMillis, TimeUnit.MILLISECONDS);
-                // Not yet: an accepted TCP socket is connected, so pipelines expect an accepted channel to be
-                // active from the start (a child handler may write in initChannel). The registration completes
-                // when rdma_cm reports ESTABLISHED, and the pipeline sees the channel registered and active at
-                // once; what arrives before then waits in the receive queue.
-                return;
-            }
+    void registered(ChannelPromise promise) {
+        if (acceptedPeer == null || connection != null) {
             promise.setSuccess();
-        });
+            return;
+        }
+        registerPromise = promise;
+        try {
+            accept();
+        } catch (Throwable t) {
+            failRegistration(t);
+            return;
+        }
+        // A client that never completes the handshake (never sends its RTU) must not hold the QP forever.
+        int timeoutMillis = config.getEstablishTimeoutMillis();
+        connectTimeoutFuture = eventLoop().schedule(() -> {
+            if (registerPromise != null) {
+                failRegistration(new ConnectTimeoutException("connection from " + remote
+                        + " was not established within " + timeoutMillis + " ms"));
+                unsafe().close(unsafe().voidPromise());
+            }
+        }, timeoutMillis, TimeUnit.MILLISECONDS);
+        // Not yet: an accepted TCP socket is connected, so pipelines expect an accepted channel to be
+        // active from the start (a child handler may write in initChannel). The registration completes
+        // when rdma_cm reports ESTABLISHED, and the pipeline sees the channel registered and active at
+        // once; what arrives before then waits in the receive queue.
     }
 
     /**
@@ -304,7 +287,7 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
             counters = connection.counters;
             connection.start(acceptedPeer);
         } catch (RuntimeException e) {
-            reject(e instanceof ProtocolException p ? p.rejectReason() : RejectReason.REASON_NO_RESOURCES);
+            reject(cmId, e instanceof ProtocolException p ? p.rejectReason() : RejectReason.REASON_NO_RESOURCES);
             RdmaEvents.rejected(local, remote, e.toString());
             throw e;
         }
@@ -315,22 +298,6 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
         byte[] params = new byte[ConnectParameters.LENGTH];
         connection.writeConnectParameters(MemorySegment.ofArray(params));
         return params;
-    }
-
-    private void reject(int reason) {
-        try {
-            cmId.reject(RejectReason.encode(reason));
-        } catch (RuntimeException e) {
-            logger.debug("rdma_reject failed", e);
-        }
-    }
-
-    @Override
-    protected void doDeregister() {
-        IoRegistration r = ioRegistration;
-        if (r != null) {
-            r.cancel();
-        }
     }
 
     @Override
@@ -465,7 +432,8 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
 
     // ---------------------------------------------------------------- events from the loop
 
-    private void onCmEvent(CmEvent event) {
+    @Override
+    void onCmEvent(CmEvent event) {
         int type = event.type();
         try {
             switch (type) {
@@ -632,7 +600,8 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
         unsafe().close(unsafe().voidPromise());
     }
 
-    private void onCompletion(WorkCompletions wcs, int i) {
+    @Override
+    void onCompletion(WorkCompletions wcs, int i) {
         RdmaConnection c = connection;
         if (c == null) {
             return;
@@ -683,7 +652,8 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
         }
     }
 
-    private void onCompletionBatchDone() {
+    @Override
+    void onCompletionBatchDone() {
         RdmaConnection c = connection;
         if (c == null) {
             return;
@@ -717,6 +687,21 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
         }
         if (open && connection != null) {
             connection.flushReceives();
+        }
+    }
+
+    @Override
+    boolean isLingering() {
+        return lingering;
+    }
+
+    @Override
+    void closeNow() {
+        if (open) {
+            unsafe().close(unsafe().voidPromise());
+        }
+        if (lingering) {
+            teardown();
         }
     }
 
@@ -827,7 +812,7 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
         }
     }
 
-    final class RdmaUnsafe extends AbstractUnsafe implements RdmaIoHandle {
+    final class RdmaUnsafe extends AbstractRdmaUnsafe {
         @Override
         public void connect(SocketAddress remoteAddress, SocketAddress localAddress, ChannelPromise promise) {
             if (promise.isDone() || !ensureOpen(promise)) {
@@ -880,36 +865,6 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
 
         void flushNow() {
             flush0();
-        }
-
-        @Override
-        public void completion(WorkCompletions completions, int index) {
-            onCompletion(completions, index);
-        }
-
-        @Override
-        public void cmEvent(CmEvent event) {
-            onCmEvent(event);
-        }
-
-        @Override
-        public void completionBatchDone() {
-            onCompletionBatchDone();
-        }
-
-        @Override
-        public boolean lingering() {
-            return lingering;
-        }
-
-        @Override
-        public void close() {
-            if (open) {
-                close(voidPromise());
-            }
-            if (lingering) {
-                teardown();
-            }
         }
     }
 }
