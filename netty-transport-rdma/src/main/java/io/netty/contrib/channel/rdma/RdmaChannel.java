@@ -59,22 +59,23 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
     volatile ConnectionCounters counters;
     private final RdmaChannelMetric metric = new RdmaChannelMetric(this);
     private final ConnectParameters acceptedPeer;
-    /** An accepted channel counted by its server as a handshake in progress. */
-    private boolean handshakePending;
-    /** An accepted channel counted by its server (per remote address) until it closes. */
-    private boolean countedByServer;
 
-    private boolean open = true;
-    private boolean active;
-    private boolean established;
+    /**
+     * Where the channel is in its life; see {@link State}. Loop thread, except that {@link #isOpen()} and
+     * {@link #isActive()} may be asked from anywhere.
+     */
+    private volatile State state = State.NEW;
+    // Beside the state, not in it: each is true or false in several states, independently of the others. The
+    // halves shut down (set only while active), the peer gone (seen while connecting, accepting, active or
+    // lingering), a read() not served yet, a SHUTDOWN waiting for send credit.
     private boolean inputShutdown;
     private boolean outputShutdown;
     private boolean shutdownPending;
     private boolean peerGone;
     private boolean readPending;
-    private boolean lingering;
+    /** A client's connect, pending while {@link State#CONNECTING} and {@link State#ESTABLISHED}. */
     private ChannelPromise connectPromise;
-    /** An accepted channel's registration, completed when its connection is established. */
+    /** An accepted channel's registration, pending while {@link State#ACCEPTING}. */
     private ChannelPromise registerPromise;
     private Future<?> connectTimeoutFuture;
     private SocketAddress requestedRemoteAddress;
@@ -99,8 +100,6 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
         config = new RdmaChannelConfig(this, RdmaDevices.defaultAllocator());
         this.cmId = cmId;
         this.acceptedPeer = peerParameters;
-        this.handshakePending = true;
-        this.countedByServer = true;
         this.local = cmId.localAddress();
         this.remote = cmId.remoteAddress();
     }
@@ -125,12 +124,13 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
 
     @Override
     public boolean isOpen() {
-        return open;
+        State s = state;
+        return s != State.LINGERING && s != State.CLOSED;
     }
 
     @Override
     public boolean isActive() {
-        return open && active;
+        return state == State.ACTIVE;
     }
 
     @Override
@@ -239,6 +239,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             return;
         }
         registerPromise = promise;
+        state = State.ACCEPTING;
         try {
             accept();
         } catch (Throwable t) {
@@ -248,7 +249,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
         // A client that never completes the handshake (never sends its RTU) must not hold the QP forever.
         int timeoutMillis = config.getEstablishTimeoutMillis();
         connectTimeoutFuture = eventLoop().schedule(() -> {
-            if (registerPromise != null) {
+            if (state == State.ACCEPTING) {
                 failRegistration(new ConnectTimeoutException("connection from " + remote
                         + " was not established within " + timeoutMillis + " ms"));
                 unsafe().close(unsafe().voidPromise());
@@ -262,7 +263,8 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
 
     /**
      * An accepted channel that was not established fails its registration: Netty closes it and the
-     * {@code ServerBootstrap} drops it. Netty deregisters only registered channels, so the loop forgets it here.
+     * {@code ServerBootstrap} drops it (it stays {@link State#ACCEPTING} until then). Netty deregisters only
+     * registered channels, so the loop forgets it here.
      */
     private void failRegistration(Throwable cause) {
         ChannelPromise promise = registerPromise;
@@ -313,17 +315,16 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
 
     @Override
     protected void doClose() {
-        boolean wasOpen = open;
-        open = false;
-        active = false;
-        if (countedByServer) {
-            countedByServer = false;
-            ((RdmaServerChannel) parent()).childClosed(remote, handshakePending);
-            handshakePending = false;
+        State was = state;
+        if (!isOpen()) {
+            // closeForcibly() after close(): done already.
+            return;
         }
-        if (registerPromise != null) {
-            failRegistration(new ClosedChannelException());
+        state = State.CLOSED;
+        if (parent() != null) {
+            ((RdmaServerChannel) parent()).childClosed(remote, was == State.NEW || was == State.ACCEPTING);
         }
+        failRegistration(new ClosedChannelException());
         ChannelPromise promise = connectPromise;
         if (promise != null) {
             promise.tryFailure(new ClosedChannelException());
@@ -333,24 +334,25 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             connectTimeoutFuture.cancel(false);
             connectTimeoutFuture = null;
         }
-        if (!wasOpen) {
-            return;
-        }
+        boolean established = was == State.ESTABLISHED || was == State.ACTIVE;
         if (established) {
             RdmaEvents.closed(local, remote, counters, peerGone);
         }
         if (connection != null && established && !peerGone && !connection.sendsDone()) {
             // Deliver what was posted before the close: tear down after the last send completes.
-            lingering = true;
-            eventLoop().schedule(this::teardown, LINGER_MILLIS, TimeUnit.MILLISECONDS);
+            state = State.LINGERING;
+            eventLoop().schedule(() -> teardown(true), LINGER_MILLIS, TimeUnit.MILLISECONDS);
         } else {
-            teardown();
+            teardown(established);
         }
     }
 
-    /** Disconnects and frees the queue pair, its memory and the rdma_cm id. Idempotent. */
-    private void teardown() {
-        lingering = false;
+    /**
+     * Disconnects ({@code established}: the connection was, as a lingering one always was) and frees the queue
+     * pair, its memory and the rdma_cm id. Idempotent.
+     */
+    private void teardown(boolean established) {
+        state = State.CLOSED;
         CmId id = cmId;
         cmId = null;
         RdmaConnection c = connection;
@@ -465,11 +467,12 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
     }
 
     private void established(CmEvent event) {
-        if (established) {
+        if (state != State.CONNECTING && state != State.ACCEPTING) {
+            logger.debug("{}: ignoring rdma_cm event ESTABLISHED", this);
             return;
         }
-        established = true;
         if (acceptedPeer == null) {
+            state = State.ESTABLISHED;
             ConnectParameters peer;
             try {
                 peer = ConnectParameters.parse(event.privateData());
@@ -486,16 +489,13 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             // The server may have sent before this event came: deliver what waits, answer what it asked for
             // (a ring, credits).
             readReady();
-            if (open && connection != null) {
+            if (isOpen() && connection != null) {
                 connection.flushReceives();
             }
         } else {
-            active = true;
+            state = State.ACTIVE;
             RdmaEvents.accepted(local, remote);
-            if (handshakePending) {
-                handshakePending = false;
-                ((RdmaServerChannel) parent()).handshakeDone();
-            }
+            ((RdmaServerChannel) parent()).handshakeDone();
             if (connectTimeoutFuture != null) {
                 connectTimeoutFuture.cancel(false);
                 connectTimeoutFuture = null;
@@ -538,7 +538,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
         if (promise == null) {
             return;
         }
-        active = true;
+        state = State.ACTIVE;
         boolean promiseSet = promise.trySuccess();
         pipeline().fireChannelActive();
         readIfIsAutoRead();
@@ -573,7 +573,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             failConnect(new ConnectException("connection to " + requestedRemoteAddress + " was closed by the peer"));
             return;
         }
-        if (registerPromise != null) {
+        if (state == State.ACCEPTING) {
             // Accepted, but the client left before the connection was established: nobody has seen this channel.
             failConnect(new ConnectException("connection from " + remote + " was closed by the peer before it"
                     + " was established"));
@@ -588,8 +588,8 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
     }
 
     private void closeOnPeerGone() {
-        if (!open) {
-            teardown();
+        if (!isOpen()) {
+            teardown(true);
             return;
         }
         if (config.isAllowHalfClosure() && !inputShutdown) {
@@ -619,7 +619,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
         }
         try {
             if (recv) {
-                if (open) {
+                if (isOpen()) {
                     c.received(wcs, i);
                 } else {
                     c.dropped(wcs, i);
@@ -628,10 +628,10 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
                 c.sent(wcs, i);
             }
         } catch (IOException | RuntimeException e) {
-            if (!open) {
+            if (!isOpen()) {
                 // A closing connection's flushed work requests: expected.
-                if (lingering && c.sendsDone()) {
-                    teardown();
+                if (state == State.LINGERING && c.sendsDone()) {
+                    teardown(true);
                 }
                 return;
             }
@@ -639,7 +639,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             if (e instanceof ProtocolException) {
                 RdmaEvents.protocolError(local, remote, e.getMessage());
             }
-            if (registerPromise != null) {
+            if (state == State.ACCEPTING) {
                 // Not established yet, so no handler of the application's is there to hear it: the accept fails.
                 ConnectException failed = new ConnectException("connection from " + remote + " failed before it was"
                         + " established: " + e.getMessage());
@@ -658,19 +658,19 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
         if (c == null) {
             return;
         }
-        if (!open) {
-            if (lingering && c.sendsDone()) {
-                teardown();
+        if (!isOpen()) {
+            if (state == State.LINGERING && c.sendsDone()) {
+                teardown(true);
             }
             return;
         }
         readReady();
-        if (!open || connection == null) {
+        if (!isOpen() || connection == null) {
             // readReady() delivered the last bytes of a peer that is gone, and closed the channel.
             return;
         }
         if (peerGone) {
-            if (registerPromise != null) {
+            if (state == State.ACCEPTING) {
                 // Its queue pair failed before it was established: nobody has seen this channel or will read it.
                 unsafe().close(unsafe().voidPromise());
             } else if (!connection.hasPending()) {
@@ -685,23 +685,23 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
         if (out != null && !out.isEmpty()) {
             ((RdmaUnsafe) unsafe()).flushNow();
         }
-        if (open && connection != null) {
+        if (isOpen() && connection != null) {
             connection.flushReceives();
         }
     }
 
     @Override
     boolean isLingering() {
-        return lingering;
+        return state == State.LINGERING;
     }
 
     @Override
     void closeNow() {
-        if (open) {
+        if (isOpen()) {
             unsafe().close(unsafe().voidPromise());
         }
-        if (lingering) {
-            teardown();
+        if (state == State.LINGERING) {
+            teardown(true);
         }
     }
 
@@ -812,6 +812,19 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
         }
     }
 
+    /**
+     * A channel's life, one step at a time. A client is NEW until {@code connect()}, CONNECTING through
+     * rdma_resolve_addr, rdma_resolve_route and rdma_connect, ESTABLISHED when rdma_cm reports it while it reads the
+     * server's parameters (connected, so a close disconnects, but not active: a failure fails the connect), then
+     * ACTIVE with its connect promise. An accepted channel is NEW until registered on its loop, ACCEPTING from
+     * rdma_accept (its registration waits), then ACTIVE at ESTABLISHED. Closing makes any of these CLOSED, or, from
+     * ESTABLISHED or ACTIVE, LINGERING first while sends posted before the close are in flight: until they complete
+     * or are flushed, {@code LINGER_MILLIS} pass, or the loop shuts down. Nothing goes back.
+     */
+    enum State {
+        NEW, CONNECTING, ACCEPTING, ESTABLISHED, ACTIVE, LINGERING, CLOSED
+    }
+
     final class RdmaUnsafe extends AbstractRdmaUnsafe {
         @Override
         public void connect(SocketAddress remoteAddress, SocketAddress localAddress, ChannelPromise promise) {
@@ -819,7 +832,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
                 return;
             }
             try {
-                if (connectPromise != null) {
+                if (state == State.CONNECTING) {
                     throw new ConnectionPendingException();
                 }
                 if (cmId != null) {
@@ -837,6 +850,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
                 }
                 cmId.resolveAddr(localInet, remoteInet, config.getResolveTimeoutMillis());
                 connectPromise = promise;
+                state = State.CONNECTING;
                 requestedRemoteAddress = remoteAddress;
                 int connectTimeoutMillis = config.getConnectTimeoutMillis();
                 if (connectTimeoutMillis > 0) {
