@@ -317,7 +317,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
     protected void doClose() {
         State was = state;
         if (!isOpen()) {
-            // closeForcibly() after close(): done already.
+            // Closed already: closeForcibly() after close(), or the close() that follows disconnect().
             return;
         }
         state = State.CLOSED;
