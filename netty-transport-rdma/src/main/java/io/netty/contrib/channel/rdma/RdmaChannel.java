@@ -1,7 +1,6 @@
 package io.netty.contrib.channel.rdma;
 
 import io.netty.buffer.ByteBuf;
-import io.netty.channel.AbstractChannel;
 import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelMetadata;
@@ -10,7 +9,6 @@ import io.netty.channel.ChannelPromise;
 import io.netty.channel.ConnectTimeoutException;
 import io.netty.channel.EventLoop;
 import io.netty.channel.FileRegion;
-import io.netty.channel.IoEventLoop;
 import io.netty.channel.IoRegistration;
 import io.netty.channel.RecvByteBufAllocator;
 import io.netty.channel.socket.ChannelInputShutdownEvent;
@@ -46,7 +44,7 @@ import java.util.concurrent.TimeUnit;
  * {@link SocketChannel}, so pipelines written for TCP work unchanged; see {@link RdmaChannelConfig} for what
  * the socket options mean here.
  */
-public final class RdmaChannel extends AbstractChannel implements SocketChannel {
+public final class RdmaChannel extends AbstractRdmaChannel implements SocketChannel {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaChannel.class);
     /** Addresses handed out by the device and the pool, copied between without a segment per copy. */
     private static final MemorySegment ALL_MEMORY = MemorySegment.NULL.reinterpret(Long.MAX_VALUE);
@@ -60,25 +58,24 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
     /** The counters of the channel's connection, kept after it is torn down ({@link #metric()}). */
     volatile ConnectionCounters counters;
     private final RdmaChannelMetric metric = new RdmaChannelMetric(this);
-    private IoRegistration ioRegistration;
-    private RdmaIoHandler.Registration registration;
     private final ConnectParameters acceptedPeer;
-    /** An accepted channel counted by its server as a handshake in progress. */
-    private boolean handshakePending;
-    /** An accepted channel counted by its server (per remote address) until it closes. */
-    private boolean countedByServer;
 
-    private boolean open = true;
-    private boolean active;
-    private boolean established;
+    /**
+     * Where the channel is in its life; see {@link State}. Loop thread, except that {@link #isOpen()} and
+     * {@link #isActive()} may be asked from anywhere.
+     */
+    private volatile State state = State.NEW;
+    // Beside the state, not in it: each is true or false in several states, independently of the others. The
+    // halves shut down (set only while active), the peer gone (seen while connecting, accepting, active or
+    // lingering), a read() not served yet, a SHUTDOWN waiting for send credit.
     private boolean inputShutdown;
     private boolean outputShutdown;
     private boolean shutdownPending;
     private boolean peerGone;
     private boolean readPending;
-    private boolean lingering;
+    /** A client's connect, pending while {@link State#CONNECTING} and {@link State#ESTABLISHED}. */
     private ChannelPromise connectPromise;
-    /** An accepted channel's registration, completed when its connection is established. */
+    /** An accepted channel's registration, pending while {@link State#ACCEPTING}. */
     private ChannelPromise registerPromise;
     private Future<?> connectTimeoutFuture;
     private SocketAddress requestedRemoteAddress;
@@ -103,8 +100,6 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
         config = new RdmaChannelConfig(this, RdmaDevices.defaultAllocator());
         this.cmId = cmId;
         this.acceptedPeer = peerParameters;
-        this.handshakePending = true;
-        this.countedByServer = true;
         this.local = cmId.localAddress();
         this.remote = cmId.remoteAddress();
     }
@@ -129,12 +124,13 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
 
     @Override
     public boolean isOpen() {
-        return open;
+        State s = state;
+        return s != State.LINGERING && s != State.CLOSED;
     }
 
     @Override
     public boolean isActive() {
-        return open && active;
+        return state == State.ACTIVE;
     }
 
     @Override
@@ -232,54 +228,43 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
     }
 
     @Override
-    protected boolean isCompatible(EventLoop loop) {
-        return loop instanceof IoEventLoop l && l.isCompatible(RdmaUnsafe.class);
-    }
-
-    @Override
     protected AbstractUnsafe newUnsafe() {
         return new RdmaUnsafe();
     }
 
     @Override
-    protected void doRegister(ChannelPromise promise) {
-        ((IoEventLoop) eventLoop()).register((RdmaUnsafe) unsafe()).addListener(f -> {
-            if (!f.isSuccess()) {
-                promise.setFailure(f.cause());
-                return;
-            }
-            ioRegistration = (IoRegistration) f.getNow();
-            registration = ioRegistration.attachment();
-            if (acceptedPeer != null && connection == null) {
-                registerPromise = promise;
-                try {
-                    accept();
-                } catch (Throwable t) {
-                    failRegistration(t);
-                    return;
-                }
-                // A client that never completes the handshake (never sends its RTU) must not hold the QP forever.
-                int timeoutMillis = config.getEstablishTimeoutMillis();
-                connectTimeoutFuture = eventLoop().schedule(() -> {
-                    if (registerPromise != null) {
-                        failRegistration(new ConnectTimeoutException("connection from " + remote
-                                + " was not established within " + timeoutMillis + " ms"));
-                        unsafe().close(unsafe().voidPromise());
-                    }
-                }, timeoutMillis, TimeUnit.MILLISECONDS);
-                // Not yet: an accepted TCP socket is connected, so pipelines expect an accepted channel to be
-                // active from the start (a child handler may write in initChannel). The registration completes
-                // when rdma_cm reports ESTABLISHED, and the pipeline sees the channel registered and active at
-                // once; what arrives before then waits in the receive queue.
-                return;
-            }
+    void registered(ChannelPromise promise) {
+        if (acceptedPeer == null || connection != null) {
             promise.setSuccess();
-        });
+            return;
+        }
+        registerPromise = promise;
+        state = State.ACCEPTING;
+        try {
+            accept();
+        } catch (Throwable t) {
+            failRegistration(t);
+            return;
+        }
+        // A client that never completes the handshake (never sends its RTU) must not hold the QP forever.
+        int timeoutMillis = config.getEstablishTimeoutMillis();
+        connectTimeoutFuture = eventLoop().schedule(() -> {
+            if (state == State.ACCEPTING) {
+                failRegistration(new ConnectTimeoutException("connection from " + remote
+                        + " was not established within " + timeoutMillis + " ms"));
+                unsafe().close(unsafe().voidPromise());
+            }
+        }, timeoutMillis, TimeUnit.MILLISECONDS);
+        // Not yet: an accepted TCP socket is connected, so pipelines expect an accepted channel to be
+        // active from the start (a child handler may write in initChannel). The registration completes
+        // when rdma_cm reports ESTABLISHED, and the pipeline sees the channel registered and active at
+        // once; what arrives before then waits in the receive queue.
     }
 
     /**
      * An accepted channel that was not established fails its registration: Netty closes it and the
-     * {@code ServerBootstrap} drops it. Netty deregisters only registered channels, so the loop forgets it here.
+     * {@code ServerBootstrap} drops it (it stays {@link State#ACCEPTING} until then). Netty deregisters only
+     * registered channels, so the loop forgets it here.
      */
     private void failRegistration(Throwable cause) {
         ChannelPromise promise = registerPromise;
@@ -304,7 +289,7 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
             counters = connection.counters;
             connection.start(acceptedPeer);
         } catch (RuntimeException e) {
-            reject(e instanceof ProtocolException p ? p.rejectReason() : RejectReason.REASON_NO_RESOURCES);
+            reject(cmId, e instanceof ProtocolException p ? p.rejectReason() : RejectReason.REASON_NO_RESOURCES);
             RdmaEvents.rejected(local, remote, e.toString());
             throw e;
         }
@@ -315,22 +300,6 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
         byte[] params = new byte[ConnectParameters.LENGTH];
         connection.writeConnectParameters(MemorySegment.ofArray(params));
         return params;
-    }
-
-    private void reject(int reason) {
-        try {
-            cmId.reject(RejectReason.encode(reason));
-        } catch (RuntimeException e) {
-            logger.debug("rdma_reject failed", e);
-        }
-    }
-
-    @Override
-    protected void doDeregister() {
-        IoRegistration r = ioRegistration;
-        if (r != null) {
-            r.cancel();
-        }
     }
 
     @Override
@@ -346,17 +315,16 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
 
     @Override
     protected void doClose() {
-        boolean wasOpen = open;
-        open = false;
-        active = false;
-        if (countedByServer) {
-            countedByServer = false;
-            ((RdmaServerChannel) parent()).childClosed(remote, handshakePending);
-            handshakePending = false;
+        State was = state;
+        if (!isOpen()) {
+            // Closed already: closeForcibly() after close(), or the close() that follows disconnect().
+            return;
         }
-        if (registerPromise != null) {
-            failRegistration(new ClosedChannelException());
+        state = State.CLOSED;
+        if (parent() != null) {
+            ((RdmaServerChannel) parent()).childClosed(remote, was == State.NEW || was == State.ACCEPTING);
         }
+        failRegistration(new ClosedChannelException());
         ChannelPromise promise = connectPromise;
         if (promise != null) {
             promise.tryFailure(new ClosedChannelException());
@@ -366,24 +334,25 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
             connectTimeoutFuture.cancel(false);
             connectTimeoutFuture = null;
         }
-        if (!wasOpen) {
-            return;
-        }
+        boolean established = was == State.ESTABLISHED || was == State.ACTIVE;
         if (established) {
             RdmaEvents.closed(local, remote, counters, peerGone);
         }
         if (connection != null && established && !peerGone && !connection.sendsDone()) {
             // Deliver what was posted before the close: tear down after the last send completes.
-            lingering = true;
-            eventLoop().schedule(this::teardown, LINGER_MILLIS, TimeUnit.MILLISECONDS);
+            state = State.LINGERING;
+            eventLoop().schedule(() -> teardown(true), LINGER_MILLIS, TimeUnit.MILLISECONDS);
         } else {
-            teardown();
+            teardown(established);
         }
     }
 
-    /** Disconnects and frees the queue pair, its memory and the rdma_cm id. Idempotent. */
-    private void teardown() {
-        lingering = false;
+    /**
+     * Disconnects ({@code established}: the connection was, as a lingering one always was) and frees the queue
+     * pair, its memory and the rdma_cm id. Idempotent.
+     */
+    private void teardown(boolean established) {
+        state = State.CLOSED;
         CmId id = cmId;
         cmId = null;
         RdmaConnection c = connection;
@@ -465,7 +434,8 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
 
     // ---------------------------------------------------------------- events from the loop
 
-    private void onCmEvent(CmEvent event) {
+    @Override
+    void onCmEvent(CmEvent event) {
         int type = event.type();
         try {
             switch (type) {
@@ -497,11 +467,12 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
     }
 
     private void established(CmEvent event) {
-        if (established) {
+        if (state != State.CONNECTING && state != State.ACCEPTING) {
+            logger.debug("{}: ignoring rdma_cm event ESTABLISHED", this);
             return;
         }
-        established = true;
         if (acceptedPeer == null) {
+            state = State.ESTABLISHED;
             ConnectParameters peer;
             try {
                 peer = ConnectParameters.parse(event.privateData());
@@ -518,16 +489,13 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
             // The server may have sent before this event came: deliver what waits, answer what it asked for
             // (a ring, credits).
             readReady();
-            if (open && connection != null) {
+            if (isOpen() && connection != null) {
                 connection.flushReceives();
             }
         } else {
-            active = true;
+            state = State.ACTIVE;
             RdmaEvents.accepted(local, remote);
-            if (handshakePending) {
-                handshakePending = false;
-                ((RdmaServerChannel) parent()).handshakeDone();
-            }
+            ((RdmaServerChannel) parent()).handshakeDone();
             if (connectTimeoutFuture != null) {
                 connectTimeoutFuture.cancel(false);
                 connectTimeoutFuture = null;
@@ -570,7 +538,7 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
         if (promise == null) {
             return;
         }
-        active = true;
+        state = State.ACTIVE;
         boolean promiseSet = promise.trySuccess();
         pipeline().fireChannelActive();
         readIfIsAutoRead();
@@ -605,7 +573,7 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
             failConnect(new ConnectException("connection to " + requestedRemoteAddress + " was closed by the peer"));
             return;
         }
-        if (registerPromise != null) {
+        if (state == State.ACCEPTING) {
             // Accepted, but the client left before the connection was established: nobody has seen this channel.
             failConnect(new ConnectException("connection from " + remote + " was closed by the peer before it"
                     + " was established"));
@@ -620,8 +588,8 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
     }
 
     private void closeOnPeerGone() {
-        if (!open) {
-            teardown();
+        if (!isOpen()) {
+            teardown(true);
             return;
         }
         if (config.isAllowHalfClosure() && !inputShutdown) {
@@ -632,7 +600,8 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
         unsafe().close(unsafe().voidPromise());
     }
 
-    private void onCompletion(WorkCompletions wcs, int i) {
+    @Override
+    void onCompletion(WorkCompletions wcs, int i) {
         RdmaConnection c = connection;
         if (c == null) {
             return;
@@ -650,7 +619,7 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
         }
         try {
             if (recv) {
-                if (open) {
+                if (isOpen()) {
                     c.received(wcs, i);
                 } else {
                     c.dropped(wcs, i);
@@ -659,10 +628,10 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
                 c.sent(wcs, i);
             }
         } catch (IOException | RuntimeException e) {
-            if (!open) {
+            if (!isOpen()) {
                 // A closing connection's flushed work requests: expected.
-                if (lingering && c.sendsDone()) {
-                    teardown();
+                if (state == State.LINGERING && c.sendsDone()) {
+                    teardown(true);
                 }
                 return;
             }
@@ -670,7 +639,7 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
             if (e instanceof ProtocolException) {
                 RdmaEvents.protocolError(local, remote, e.getMessage());
             }
-            if (registerPromise != null) {
+            if (state == State.ACCEPTING) {
                 // Not established yet, so no handler of the application's is there to hear it: the accept fails.
                 ConnectException failed = new ConnectException("connection from " + remote + " failed before it was"
                         + " established: " + e.getMessage());
@@ -683,24 +652,25 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
         }
     }
 
-    private void onCompletionBatchDone() {
+    @Override
+    void onCompletionBatchDone() {
         RdmaConnection c = connection;
         if (c == null) {
             return;
         }
-        if (!open) {
-            if (lingering && c.sendsDone()) {
-                teardown();
+        if (!isOpen()) {
+            if (state == State.LINGERING && c.sendsDone()) {
+                teardown(true);
             }
             return;
         }
         readReady();
-        if (!open || connection == null) {
+        if (!isOpen() || connection == null) {
             // readReady() delivered the last bytes of a peer that is gone, and closed the channel.
             return;
         }
         if (peerGone) {
-            if (registerPromise != null) {
+            if (state == State.ACCEPTING) {
                 // Its queue pair failed before it was established: nobody has seen this channel or will read it.
                 unsafe().close(unsafe().voidPromise());
             } else if (!connection.hasPending()) {
@@ -715,8 +685,23 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
         if (out != null && !out.isEmpty()) {
             ((RdmaUnsafe) unsafe()).flushNow();
         }
-        if (open && connection != null) {
+        if (isOpen() && connection != null) {
             connection.flushReceives();
+        }
+    }
+
+    @Override
+    boolean isLingering() {
+        return state == State.LINGERING;
+    }
+
+    @Override
+    void closeNow() {
+        if (isOpen()) {
+            unsafe().close(unsafe().voidPromise());
+        }
+        if (state == State.LINGERING) {
+            teardown(true);
         }
     }
 
@@ -827,14 +812,27 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
         }
     }
 
-    final class RdmaUnsafe extends AbstractUnsafe implements RdmaIoHandle {
+    /**
+     * A channel's life, one step at a time. A client is NEW until {@code connect()}, CONNECTING through
+     * rdma_resolve_addr, rdma_resolve_route and rdma_connect, ESTABLISHED when rdma_cm reports it while it reads the
+     * server's parameters (connected, so a close disconnects, but not active: a failure fails the connect), then
+     * ACTIVE with its connect promise. An accepted channel is NEW until registered on its loop, ACCEPTING from
+     * rdma_accept (its registration waits), then ACTIVE at ESTABLISHED. Closing makes any of these CLOSED, or, from
+     * ESTABLISHED or ACTIVE, LINGERING first while sends posted before the close are in flight: until they complete
+     * or are flushed, {@code LINGER_MILLIS} pass, or the loop shuts down. Nothing goes back.
+     */
+    enum State {
+        NEW, CONNECTING, ACCEPTING, ESTABLISHED, ACTIVE, LINGERING, CLOSED
+    }
+
+    final class RdmaUnsafe extends AbstractRdmaUnsafe {
         @Override
         public void connect(SocketAddress remoteAddress, SocketAddress localAddress, ChannelPromise promise) {
             if (promise.isDone() || !ensureOpen(promise)) {
                 return;
             }
             try {
-                if (connectPromise != null) {
+                if (state == State.CONNECTING) {
                     throw new ConnectionPendingException();
                 }
                 if (cmId != null) {
@@ -852,6 +850,7 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
                 }
                 cmId.resolveAddr(localInet, remoteInet, config.getResolveTimeoutMillis());
                 connectPromise = promise;
+                state = State.CONNECTING;
                 requestedRemoteAddress = remoteAddress;
                 int connectTimeoutMillis = config.getConnectTimeoutMillis();
                 if (connectTimeoutMillis > 0) {
@@ -880,36 +879,6 @@ public final class RdmaChannel extends AbstractChannel implements SocketChannel 
 
         void flushNow() {
             flush0();
-        }
-
-        @Override
-        public void completion(WorkCompletions completions, int index) {
-            onCompletion(completions, index);
-        }
-
-        @Override
-        public void cmEvent(CmEvent event) {
-            onCmEvent(event);
-        }
-
-        @Override
-        public void completionBatchDone() {
-            onCompletionBatchDone();
-        }
-
-        @Override
-        public boolean lingering() {
-            return lingering;
-        }
-
-        @Override
-        public void close() {
-            if (open) {
-                close(voidPromise());
-            }
-            if (lingering) {
-                teardown();
-            }
         }
     }
 }

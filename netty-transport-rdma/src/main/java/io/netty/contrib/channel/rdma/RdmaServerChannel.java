@@ -1,10 +1,8 @@
 package io.netty.contrib.channel.rdma;
 
-import io.netty.channel.AbstractServerChannel;
+import io.netty.channel.ChannelMetadata;
+import io.netty.channel.ChannelOutboundBuffer;
 import io.netty.channel.ChannelPromise;
-import io.netty.channel.EventLoop;
-import io.netty.channel.IoEventLoop;
-import io.netty.channel.IoRegistration;
 import io.netty.channel.socket.ServerSocketChannel;
 import io.netty.contrib.channel.rdma.internal.protocol.ConnectParameters;
 import io.netty.contrib.channel.rdma.internal.protocol.ProtocolException;
@@ -12,11 +10,9 @@ import io.netty.contrib.channel.rdma.internal.protocol.RejectReason;
 import io.netty.contrib.channel.rdma.internal.verbs.CmEvent;
 import io.netty.contrib.channel.rdma.internal.verbs.CmEventType;
 import io.netty.contrib.channel.rdma.internal.verbs.CmId;
-import io.netty.contrib.channel.rdma.internal.verbs.WorkCompletions;
 import io.netty.util.internal.logging.InternalLogger;
 import io.netty.util.internal.logging.InternalLoggerFactory;
 
-import java.lang.foreign.MemorySegment;
 import java.net.InetSocketAddress;
 import java.net.SocketAddress;
 import java.net.InetAddress;
@@ -28,8 +24,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  * Listens for RDMA connections through rdma_cm and accepts each as an {@link RdmaChannel}. A
  * {@link ServerSocketChannel}, so {@code ServerBootstrap} code written for TCP works unchanged.
  */
-public final class RdmaServerChannel extends AbstractServerChannel implements ServerSocketChannel {
+public final class RdmaServerChannel extends AbstractRdmaChannel implements ServerSocketChannel {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaServerChannel.class);
+    private static final ChannelMetadata METADATA = new ChannelMetadata(false, 16);
     private final RefusalLog refusals = new RefusalLog(logger);
 
     private final RdmaServerChannelConfig config = new RdmaServerChannelConfig(this);
@@ -38,14 +35,13 @@ public final class RdmaServerChannel extends AbstractServerChannel implements Se
     private final AtomicInteger pendingHandshakes = new AtomicInteger();
     /** Open connections (pending or established) per remote address, when they are limited. */
     private final ConcurrentHashMap<InetAddress, AtomicInteger> perAddress = new ConcurrentHashMap<>();
-    private IoRegistration ioRegistration;
-    private RdmaIoHandler.Registration registration;
     private CmId cmId;
     private boolean open = true;
     private boolean readPending;
     private volatile InetSocketAddress local;
 
     public RdmaServerChannel() {
+        super(null);
     }
 
     @Override
@@ -64,6 +60,11 @@ public final class RdmaServerChannel extends AbstractServerChannel implements Se
     }
 
     @Override
+    public ChannelMetadata metadata() {
+        return METADATA;
+    }
+
+    @Override
     public InetSocketAddress localAddress() {
         return (InetSocketAddress) super.localAddress();
     }
@@ -79,33 +80,13 @@ public final class RdmaServerChannel extends AbstractServerChannel implements Se
     }
 
     @Override
-    protected boolean isCompatible(EventLoop loop) {
-        return loop instanceof IoEventLoop l && l.isCompatible(RdmaServerUnsafe.class);
+    protected SocketAddress remoteAddress0() {
+        return null;
     }
 
     @Override
     protected AbstractUnsafe newUnsafe() {
         return new RdmaServerUnsafe();
-    }
-
-    @Override
-    protected void doRegister(ChannelPromise promise) {
-        ((IoEventLoop) eventLoop()).register((RdmaServerUnsafe) unsafe()).addListener(f -> {
-            if (f.isSuccess()) {
-                ioRegistration = (IoRegistration) f.getNow();
-                registration = ioRegistration.attachment();
-                promise.setSuccess();
-            } else {
-                promise.setFailure(f.cause());
-            }
-        });
-    }
-
-    @Override
-    protected void doDeregister() {
-        if (ioRegistration != null) {
-            ioRegistration.cancel();
-        }
     }
 
     @Override
@@ -143,7 +124,24 @@ public final class RdmaServerChannel extends AbstractServerChannel implements Se
         deliverAccepted();
     }
 
-    private void onCmEvent(CmEvent event) {
+    // A listener has no peer to disconnect from or write to (as in Netty's AbstractServerChannel).
+    @Override
+    protected void doDisconnect() {
+        throw new UnsupportedOperationException();
+    }
+
+    @Override
+    protected void doWrite(ChannelOutboundBuffer in) {
+        throw new UnsupportedOperationException();
+    }
+
+    @Override
+    protected Object filterOutboundMessage(Object msg) {
+        throw new UnsupportedOperationException();
+    }
+
+    @Override
+    void onCmEvent(CmEvent event) {
         if (event.type() != CmEventType.CONNECT_REQUEST) {
             logger.debug("{}: ignoring rdma_cm event {}", this, CmEventType.name(event.type()));
             return;
@@ -154,29 +152,31 @@ public final class RdmaServerChannel extends AbstractServerChannel implements Se
         // wait for its events to be acknowledged.
         event.ack();
         if (!open) {
-            reject(id, RejectReason.REASON_NOT_ACCEPTING);
+            rejectAndClose(id, RejectReason.REASON_NOT_ACCEPTING);
             return;
         }
         ConnectParameters peer;
         try {
             peer = ConnectParameters.parse(data);
         } catch (ProtocolException e) {
-            refusals.refused(this + ": rejected a connection request from " + id.remoteAddress() + ": "
-                    + e.getMessage());
-            RdmaEvents.rejected(localAddress(), id.remoteAddress(), e.getMessage());
-            reject(id, e.rejectReason());
+            refuse(id, id.remoteAddress(), e.getMessage(), e.rejectReason());
             return;
         }
         InetSocketAddress from = id.remoteAddress();
         String refused = admit(from);
         if (refused != null) {
-            refusals.refused(this + ": rejected a connection request from " + from + ": " + refused);
-            RdmaEvents.rejected(localAddress(), from, refused);
-            reject(id, RejectReason.REASON_NO_RESOURCES);
+            refuse(id, from, refused, RejectReason.REASON_NO_RESOURCES);
             return;
         }
         accepted.add(new RdmaChannel(this, id, peer));
         deliverAccepted();
+    }
+
+    /** Refuses a request this server does not take: logged (at most once per 10 s) and recorded for JFR. */
+    private void refuse(CmId id, InetSocketAddress from, String why, int reason) {
+        refusals.refused(this + ": rejected a connection request from " + from + ": " + why);
+        RdmaEvents.rejected(localAddress(), from, why);
+        rejectAndClose(id, reason);
     }
 
     /** Counts a new connection from {@code from} against the limits; returns why it is refused, or null. */
@@ -228,44 +228,19 @@ public final class RdmaServerChannel extends AbstractServerChannel implements Se
         pipeline().fireChannelReadComplete();
     }
 
-    private static void reject(CmId id, int reason) {
+    /** The id of a request not handed to a child is this server's to free. */
+    private static void rejectAndClose(CmId id, int reason) {
         try {
-            id.reject(RejectReason.encode(reason));
-        } catch (RuntimeException e) {
-            logger.debug("rdma_reject failed", e);
+            reject(id, reason);
         } finally {
             id.close();
         }
     }
 
-    final class RdmaServerUnsafe extends AbstractUnsafe implements RdmaIoHandle {
+    final class RdmaServerUnsafe extends AbstractRdmaUnsafe {
         @Override
         public void connect(SocketAddress remoteAddress, SocketAddress localAddress, ChannelPromise promise) {
             promise.setFailure(new UnsupportedOperationException());
-        }
-
-        @Override
-        public void completion(WorkCompletions completions, int index) {
-            // A listener has no queue pair.
-        }
-
-        @Override
-        public void cmEvent(CmEvent event) {
-            onCmEvent(event);
-        }
-
-        @Override
-        public void completionBatchDone() {
-        }
-
-        @Override
-        public boolean lingering() {
-            return false;
-        }
-
-        @Override
-        public void close() {
-            close(voidPromise());
         }
     }
 }

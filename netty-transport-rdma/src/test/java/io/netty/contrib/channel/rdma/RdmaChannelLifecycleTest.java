@@ -4,6 +4,7 @@ import io.netty.bootstrap.Bootstrap;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.Channel;
+import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
@@ -19,6 +20,7 @@ import org.junit.jupiter.api.Timeout;
 
 import java.net.ConnectException;
 import java.net.InetSocketAddress;
+import java.nio.channels.ClosedChannelException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -74,6 +76,60 @@ class RdmaChannelLifecycleTest {
             server.close().sync();
         } finally {
             group.shutdownGracefully(0, 1, TimeUnit.SECONDS).sync();
+        }
+    }
+
+    /**
+     * A client closed while it connects (rdma_connect sent, no answer yet) fails its connect with
+     * {@code ClosedChannelException}, was never active, so its pipeline sees neither channelActive nor
+     * channelInactive, and frees its queue pair at once: nothing was established, so nothing lingers.
+     */
+    @Test
+    void closeWhileConnectingFailsTheConnectAndFreesTheQueuePair() throws Exception {
+        EventLoopGroup serverGroup = new MultiThreadIoEventLoopGroup(1, RdmaIoHandler.newFactory());
+        EventLoopGroup clientGroup = new MultiThreadIoEventLoopGroup(1, RdmaIoHandler.newFactory());
+        try {
+            // With AUTO_READ off on the server channel, connection requests wait in rdma_cm's backlog.
+            Channel server = new ServerBootstrap().group(serverGroup).channel(RdmaServerChannel.class)
+                    .option(ChannelOption.AUTO_READ, false)
+                    .childHandler(new ChannelInboundHandlerAdapter())
+                    .bind(TestAddress.get(), 0).sync().channel();
+            List<String> events = new CopyOnWriteArrayList<>();
+            ChannelFuture connect = new Bootstrap().group(clientGroup).channel(RdmaChannel.class)
+                    .handler(new ChannelInboundHandlerAdapter() {
+                        @Override
+                        public void channelActive(ChannelHandlerContext ctx) {
+                            events.add("active");
+                        }
+
+                        @Override
+                        public void channelInactive(ChannelHandlerContext ctx) {
+                            events.add("inactive");
+                        }
+                    })
+                    .connect(server.localAddress());
+            Channel client = connect.channel();
+            RdmaIoHandlerMetric loop = RdmaIoHandler.metric(client.eventLoop());
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (loop.queuePairs() == 0 && System.nanoTime() < deadline) {
+                Thread.sleep(5);
+            }
+            assertThat(loop.queuePairs()).as("the client's queue pair, created at ROUTE_RESOLVED").isEqualTo(1);
+            assertThat(connect.isDone()).isFalse();
+
+            client.close().sync();
+
+            assertThat(connect.await(5, TimeUnit.SECONDS)).isTrue();
+            assertThat(connect.cause()).isInstanceOf(ClosedChannelException.class);
+            assertThat(client.isOpen()).isFalse();
+            assertThat(client.isActive()).isFalse();
+            client.eventLoop().submit(() -> { }).sync(); // what close() left for the loop to do
+            assertThat(events).isEmpty();
+            assertThat(loop.queuePairs()).isZero();
+            server.close().sync();
+        } finally {
+            clientGroup.shutdownGracefully(0, 1, TimeUnit.SECONDS).sync();
+            serverGroup.shutdownGracefully(0, 1, TimeUnit.SECONDS).sync();
         }
     }
 
