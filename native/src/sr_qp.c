@@ -281,7 +281,10 @@ SR_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_a
 	}
 	qp->sq_size = cap.max_send_wr;
 	qp->sq = calloc(qp->sq_size, sizeof(*qp->sq));
-	qp->sq_sges = calloc((size_t)qp->sq_size * cap.max_send_sge, sizeof(*qp->sq_sges));
+	/* Not zeroed: a WQE's SGEs are copied in when it is posted and only its num_sge are read. Untouched, the
+	 * room for max_send_sge SGEs per WQE costs an idle QP no resident memory, as on hardware where it fits the
+	 * WQE size that inline data set anyway. */
+	qp->sq_sges = malloc((size_t)qp->sq_size * cap.max_send_sge * sizeof(*qp->sq_sges));
 	qp->sq_inline = malloc((size_t)qp->sq_size * SR_MAX_INLINE);
 	if (!qp->sq || !qp->sq_sges || !qp->sq_inline ||
 	    (!init->srq && rq_init(&qp->rq, cap.max_recv_wr, cap.max_recv_sge))) {

@@ -43,8 +43,13 @@ final class SendQueue {
     private final int[] batchFlags;
     /** Buffers a work request may gather from. */
     private final int maxGather;
-    /** The buffers each work request sends from, {@link #maxGather} per slot, held until its completion. */
+    /** The buffer each work request sends from (the first, for a gathering ring write), held until its completion. */
     private final ByteBuf[] inflight;
+    /**
+     * The other buffers of a gathering ring write, by slot: {@code maxGather - 1} each, allocated the first time
+     * the slot gathers, so that an idle connection does not pay for them.
+     */
+    private final ByteBuf[][] gatheredBySlot;
     /** Buffers gathered into the last ring write added. */
     private int gathered;
     private final MessageHeader ringPayload = new MessageHeader();
@@ -82,7 +87,8 @@ final class SendQueue {
             throw new IllegalArgumentException("maxGather: " + maxGather + " (expected: 2.." + wrs.maxSge() + ')');
         }
         this.maxGather = maxGather;
-        this.inflight = new ByteBuf[depth * maxGather];
+        this.inflight = new ByteBuf[depth];
+        this.gatheredBySlot = new ByteBuf[depth][];
     }
 
     /** Bytes of header memory a queue of {@code depth} needs. */
@@ -121,7 +127,7 @@ final class SendQueue {
         wrs.sgeAddress(i, 0, headers.address() + (long) slot * MessageHeader.LENGTH, MessageHeader.LENGTH,
                 headerLkey);
         if (payload != null) {
-            inflight[slot * maxGather] = payloadSge(i, 1, payload, length);
+            inflight[slot] = payloadSge(i, 1, payload, length);
             wrs.numSge(i, 2);
         } else {
             wrs.numSge(i, 1);
@@ -175,7 +181,17 @@ final class SendQueue {
         }
         int i = batch - 1;
         int j = gathered++;
-        inflight[slotOf(posted + i) * maxGather + j] = payloadSge(i, j, buf, length);
+        int slot = slotOf(posted + i);
+        ByteBuf held = payloadSge(i, j, buf, length);
+        if (j == 0) {
+            inflight[slot] = held;
+        } else {
+            ByteBuf[] more = gatheredBySlot[slot];
+            if (more == null) {
+                more = gatheredBySlot[slot] = new ByteBuf[maxGather - 1];
+            }
+            more[j - 1] = held;
+        }
         wrs.numSge(i, j + 1);
     }
 
@@ -256,17 +272,26 @@ final class SendQueue {
         int slot = WrId.slot(wcs.wrId(i));
         long seq = completed + Math.floorMod(slot - slotOf(completed), depth);
         for (long s = completed; s <= seq && s < posted; s++) {
-            int at = slotOf(s) * maxGather;
-            for (int j = at; j < at + maxGather; j++) {
-                ByteBuf held = inflight[j];
-                if (held == null) {
-                    break;
-                }
-                inflight[j] = null;
-                held.release();
-            }
+            release(slotOf(s));
         }
         completed = Math.min(seq + 1, posted);
+    }
+
+    /** Releases the buffers that the work request of {@code slot} sent from. */
+    private void release(int slot) {
+        ByteBuf held = inflight[slot];
+        if (held == null) {
+            return;
+        }
+        inflight[slot] = null;
+        held.release();
+        ByteBuf[] more = gatheredBySlot[slot];
+        if (more != null) {
+            for (int j = 0; j < more.length && more[j] != null; j++) {
+                more[j].release();
+                more[j] = null;
+            }
+        }
     }
 
     /** No send is waiting for its completion. */
@@ -277,10 +302,7 @@ final class SendQueue {
     /** Lets go of every buffer still held and of the header memory; the queue pair must be gone. */
     void release() {
         for (int s = 0; s < inflight.length; s++) {
-            if (inflight[s] != null) {
-                inflight[s].release();
-                inflight[s] = null;
-            }
+            release(s);
         }
         headerBuf.release();
     }

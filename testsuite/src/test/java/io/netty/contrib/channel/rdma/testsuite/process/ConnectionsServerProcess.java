@@ -71,7 +71,9 @@ public final class ConnectionsServerProcess {
             if (line.equals("STATUS")) {
                 System.gc();
                 long heap = ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed();
-                System.out.println("STATUS rss=" + rss() + " heap=" + heap + " open=" + open.get() + counts());
+                trimMalloc();
+                System.out.println("STATUS rss=" + rss() + " anon=" + status("RssAnon:") + " shmem="
+                        + status("RssShmem:") + " heap=" + heap + " open=" + open.get() + counts());
                 System.out.flush();
             }
         }
@@ -82,12 +84,30 @@ public final class ConnectionsServerProcess {
 
     /** Resident set size of this process in bytes. */
     static long rss() throws Exception {
+        return status("VmRSS:");
+    }
+
+    /** A size in {@code /proc/self/status}, in bytes. */
+    static long status(String field) throws Exception {
         for (String line : Files.readAllLines(Path.of("/proc/self/status"))) {
-            if (line.startsWith("VmRSS:")) {
+            if (line.startsWith(field)) {
                 return Long.parseLong(line.replaceAll("[^0-9]", "")) * 1024;
             }
         }
-        throw new IllegalStateException("no VmRSS in /proc/self/status");
+        throw new IllegalStateException("no " + field + " in /proc/self/status");
+    }
+
+    /**
+     * Gives memory that malloc holds free back to the system ({@code malloc_trim(0)}), so that the resident set
+     * counts what is in use: the JIT compilers' arenas, freed after a compilation, otherwise stay resident and
+     * add a compilation's worth of noise to whichever measurement it fell in.
+     */
+    static void trimMalloc() throws Throwable {
+        var symbol = Linker.nativeLinker().defaultLookup().find("malloc_trim");
+        if (symbol.isPresent()) {
+            int ignored = (int) Linker.nativeLinker().downcallHandle(symbol.get(),
+                    FunctionDescriptor.of(java.lang.foreign.ValueLayout.JAVA_INT, JAVA_LONG)).invokeExact(0L);
+        }
     }
 
     /** {@code " kind=count"} for each of {@link #KINDS}, or nothing off the software device. */

@@ -71,10 +71,13 @@ class ManyConnectionsTest {
             Map<String, Long> after = awaitStatus(server, st -> st.get("open") == CONNECTIONS);
             long perConnection = (after.get("rss") - before.get("rss")) / (CONNECTIONS - FIRST_WAVE);
             System.out.printf("ManyConnectionsTest: %d connections, %d after the first wave in %.1f s (%.0f/s); "
-                            + "server RSS %d -> %d MiB, %d B per connection; heap after GC %d -> %d MiB%n",
+                            + "server RSS %d -> %d MiB, %d B per connection (anonymous %d B, shared %d B); heap "
+                            + "after GC %d -> %d MiB%n",
                     CONNECTIONS, CONNECTIONS - FIRST_WAVE, seconds, (CONNECTIONS - FIRST_WAVE) / seconds,
-                    before.get("rss") >> 20, after.get("rss") >> 20, perConnection, before.get("heap") >> 20,
-                    after.get("heap") >> 20);
+                    before.get("rss") >> 20, after.get("rss") >> 20, perConnection,
+                    (after.get("anon") - before.get("anon")) / (CONNECTIONS - FIRST_WAVE),
+                    (after.get("shmem") - before.get("shmem")) / (CONNECTIONS - FIRST_WAVE),
+                    before.get("heap") >> 20, after.get("heap") >> 20);
             assertThat(after.get("open")).as("connections open at the server").isEqualTo(CONNECTIONS);
             assertThat(perConnection).as("server resident memory per idle connection")
                     .isLessThanOrEqualTo(MAX_BYTES_PER_IDLE_CONNECTION);
