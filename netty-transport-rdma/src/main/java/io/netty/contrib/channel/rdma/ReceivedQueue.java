@@ -5,7 +5,8 @@ package io.netty.contrib.channel.rdma;
  * holds: a SEND's payload in its slot, a ring write's bytes in its ring, or the peer's SHUTDOWN. Holding the slot
  * is what makes the peer wait: its credit comes back only when the message is delivered ({@link #remove()}).
  * Every queued message used a credit, so the queue never holds more than the credits granted: its capacity.
- * Parallel arrays, so that queuing allocates nothing. Loop-thread confined.
+ * Parallel arrays, so that queuing allocates nothing; they start small and double up to the capacity as more
+ * messages wait at once (an idle connection of many does not pay for 64). Loop-thread confined.
  */
 final class ReceivedQueue {
     /** A SEND's payload, in its receive slot. */
@@ -17,22 +18,51 @@ final class ReceivedQueue {
     /** A ring write being copied out in parts: it can no longer be handed over as a buffer over the ring. */
     static final byte RING_COPY = 4;
 
-    private final int[] slots;
-    private final byte[] kinds;
-    private final long[] addresses;
-    private final int[] lengths;
-    private final long[] ringSeqs;
-    private final ReceiveRing[] rings;
+    private static final int INITIAL = 8;
+
+    private final int capacity;
+    private int[] slots;
+    private byte[] kinds;
+    private long[] addresses;
+    private int[] lengths;
+    private long[] ringSeqs;
+    private ReceiveRing[] rings;
     private int head;
     private int count;
 
     ReceivedQueue(int capacity) {
-        slots = new int[capacity];
-        kinds = new byte[capacity];
-        addresses = new long[capacity];
-        lengths = new int[capacity];
-        ringSeqs = new long[capacity];
-        rings = new ReceiveRing[capacity];
+        this.capacity = capacity;
+        allocate(Math.min(INITIAL, capacity));
+    }
+
+    private void allocate(int size) {
+        slots = new int[size];
+        kinds = new byte[size];
+        addresses = new long[size];
+        lengths = new int[size];
+        ringSeqs = new long[size];
+        rings = new ReceiveRing[size];
+    }
+
+    /** Doubles the arrays (up to the capacity), the oldest message first. */
+    private void grow() {
+        int[] oldSlots = slots;
+        byte[] oldKinds = kinds;
+        long[] oldAddresses = addresses;
+        int[] oldLengths = lengths;
+        long[] oldRingSeqs = ringSeqs;
+        ReceiveRing[] oldRings = rings;
+        allocate(Math.min(capacity, oldSlots.length * 2));
+        for (int i = 0; i < count; i++) {
+            int from = (head + i) % oldSlots.length;
+            slots[i] = oldSlots[from];
+            kinds[i] = oldKinds[from];
+            addresses[i] = oldAddresses[from];
+            lengths[i] = oldLengths[from];
+            ringSeqs[i] = oldRingSeqs[from];
+            rings[i] = oldRings[from];
+        }
+        head = 0;
     }
 
     /**
@@ -43,7 +73,10 @@ final class ReceivedQueue {
      */
     void add(int slot, byte kind, long address, int length, long ringSeq, ReceiveRing ring) {
         if (count == slots.length) {
-            throw new IllegalStateException("more than " + slots.length + " messages received and not delivered");
+            if (count == capacity) {
+                throw new IllegalStateException("more than " + capacity + " messages received and not delivered");
+            }
+            grow();
         }
         int at = (head + count++) % slots.length;
         slots[at] = slot;

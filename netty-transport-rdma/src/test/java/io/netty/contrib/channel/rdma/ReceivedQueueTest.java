@@ -60,6 +60,30 @@ class ReceivedQueueTest {
     }
 
     @Test
+    void growsToItsCapacityKeepingTheOrderOfWhatWaits() {
+        ReceivedQueue q = new ReceivedQueue(64);
+        // Wrapped around the first arrays before they grow.
+        for (int i = 0; i < 5; i++) {
+            q.add(-1, ReceivedQueue.DATA, 0, 1, -1, null);
+        }
+        for (int i = 0; i < 5; i++) {
+            q.remove();
+        }
+        for (int i = 0; i < 64; i++) {
+            q.add(i, ReceivedQueue.DATA, i, i + 1, -1, null);
+        }
+        assertThatThrownBy(() -> q.add(64, ReceivedQueue.DATA, 0, 1, -1, null))
+                .isInstanceOf(IllegalStateException.class).hasMessageContaining("more than 64");
+        for (int i = 0; i < 64; i++) {
+            assertThat(q.slot()).isEqualTo(i);
+            assertThat(q.address()).isEqualTo(i);
+            assertThat(q.length()).isEqualTo(i + 1);
+            q.remove();
+        }
+        assertThat(q.isEmpty()).isTrue();
+    }
+
+    @Test
     void refusesMoreMessagesThanCredits() {
         ReceivedQueue q = new ReceivedQueue(2);
         q.add(0, ReceivedQueue.DATA, 0, 1, -1, null);
