@@ -356,6 +356,9 @@ SR_HIDDEN void sr_net_qp_connect(struct sr_qp *qp);
 SR_HIDDEN void sr_net_qp_release(struct sr_qp *qp);
 SR_HIDDEN void sr_net_kick_timer(void);
 SR_HIDDEN int sr_net_poll(bool busy);
+/* a busy poll_cq found nothing / found completions (yields the CPU to others after a while) */
+SR_HIDDEN void sr_net_poll_empty(void);
+SR_HIDDEN void sr_net_poll_found(void);
 SR_HIDDEN void sr_net_stop_polling(void);
 
 /* engines */

@@ -241,9 +241,15 @@ int sr_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 
 	if (!is_cq(ibcq) || n < 0 || (n && !wc))
 		return -EINVAL;
-	if (!__atomic_load_n(&cq->count, __ATOMIC_RELAXED) && !cq->overflow &&
-	    (!sr_net_poll(!cq->armed) || !__atomic_load_n(&cq->count, __ATOMIC_RELAXED)))
-		return 0;
+	if (!__atomic_load_n(&cq->count, __ATOMIC_RELAXED) && !cq->overflow) {
+		bool busy = !cq->armed;
+
+		if (!sr_net_poll(busy) || !__atomic_load_n(&cq->count, __ATOMIC_RELAXED)) {
+			if (busy)
+				sr_net_poll_empty();
+			return 0;
+		}
+	}
 	pthread_mutex_lock(&cq->lock);
 	if (cq->overflow && !cq->count) {
 		pthread_mutex_unlock(&cq->lock);
@@ -255,6 +261,8 @@ int sr_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 		cq->count--;
 	}
 	pthread_mutex_unlock(&cq->lock);
+	if (got)
+		sr_net_poll_found();
 	return got;
 }
 

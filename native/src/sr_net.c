@@ -144,7 +144,7 @@ static void enqueue(struct sr_conn *c, const struct iovec *iov, int cnt, size_t 
 	if (c->qtail)
 		c->qtail->next = p;
 	else
-		c->qhead = p;
+		__atomic_store_n(&c->qhead, p, __ATOMIC_RELEASE);
 	c->qtail = p;
 	pthread_mutex_unlock(&c->qlock);
 }
@@ -252,9 +252,9 @@ static bool flush_pending(struct sr_conn *c, bool blocking)
 		struct iovec v;
 		ssize_t n;
 
-		pthread_mutex_lock(&c->qlock);
-		p = c->qhead;
-		pthread_mutex_unlock(&c->qlock);
+		/* only the writer (wlock) takes frames off the queue: a look without qlock
+		 * is enough to see whether there is one */
+		p = __atomic_load_n(&c->qhead, __ATOMIC_ACQUIRE);
 		if (!p)
 			return true;
 		v.iov_base = p->data + p->off;
@@ -268,22 +268,19 @@ static bool flush_pending(struct sr_conn *c, bool blocking)
 		if (p->off < p->len)
 			return false;
 		pthread_mutex_lock(&c->qlock);
-		c->qhead = p->next;
-		if (!c->qhead)
+		__atomic_store_n(&c->qhead, p->next, __ATOMIC_RELEASE);
+		if (!p->next)
 			c->qtail = NULL;
 		pthread_mutex_unlock(&c->qlock);
 		free(p);
 	}
 }
 
+/* without qlock (a frame queued by another thread is seen after its enqueue, whose
+ * trylock of wlock is a full barrier, and the caller's fence) */
 bool queue_empty(struct sr_conn *c)
 {
-	bool e;
-
-	pthread_mutex_lock(&c->qlock);
-	e = c->qhead == NULL;
-	pthread_mutex_unlock(&c->qlock);
-	return e;
+	return __atomic_load_n(&c->qhead, __ATOMIC_ACQUIRE) == NULL;
 }
 
 /* give up the writer role without stranding frames queued meanwhile */
@@ -295,6 +292,8 @@ void writer_release(struct sr_conn *c, bool blocking)
 		if (!all)
 			arm_out(c, true);
 		pthread_mutex_unlock(&c->wlock);
+		/* Dekker with enqueue-then-trylock: a frame queued while we held wlock is seen */
+		atomic_thread_fence(memory_order_seq_cst);
 		if (!all || queue_empty(c) || pthread_mutex_trylock(&c->wlock))
 			return;
 	}
@@ -448,7 +447,7 @@ void conn_kill(struct sr_conn *c, const char *why)
 	c->has_ack = false;
 	pthread_mutex_lock(&c->qlock);
 	while ((p = c->qhead)) {
-		c->qhead = p->next;
+		__atomic_store_n(&c->qhead, p->next, __ATOMIC_RELEASE);
 		free(p);
 	}
 	c->qtail = NULL;

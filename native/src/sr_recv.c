@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -328,4 +329,32 @@ int sr_net_poll(bool busy)
 	}
 	no_block = saved;
 	return handled;
+}
+
+/*
+ * A thread that busy-polls and has found nothing for POLL_YIELD_NS offers its
+ * CPU on every further empty poll: on a machine with fewer cores than
+ * runnable threads, the peer it waits for (another process's poller or
+ * progress thread) may be queued behind it on the same core, and would
+ * otherwise get the CPU only when the poller's time slice ends (milliseconds).
+ * With a core to spare the yield returns at once.
+ */
+#define POLL_YIELD_NS 3000ull
+
+static __thread uint64_t poll_idle_since;
+
+void sr_net_poll_empty(void)
+{
+	uint64_t now = sr_now_ns();
+
+	if (!poll_idle_since)
+		poll_idle_since = now;
+	else if (now - poll_idle_since > POLL_YIELD_NS)
+		sched_yield();
+}
+
+void sr_net_poll_found(void)
+{
+	if (poll_idle_since)
+		poll_idle_since = 0;
 }

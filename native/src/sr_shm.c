@@ -58,15 +58,6 @@ static void efd_signal(int fd)
 		return;
 }
 
-static void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
 static void setup(struct sr_shm *s, uint8_t *base, int role)
 {
 	struct sr_ring_ctl *c = (struct sr_ring_ctl *)(void *)base;
@@ -183,7 +174,7 @@ int sr_shm_wait_data(struct sr_shm *s, int timeout_ms, int slice_ms, const atomi
 		if (atomic_load(stop) || now >= end)
 			return -1;
 		if (now - start < SPIN_NS) {
-			cpu_relax();
+			sr_cpu_relax();
 			continue;
 		}
 		atomic_store(&r->rd_fx, 1);
@@ -257,7 +248,7 @@ int sr_shm_wait_space(struct sr_shm *s, uint32_t need, int timeout_ms, const ato
 		if (atomic_load(stop) || now >= end)
 			return -1;
 		if (now - start < SPIN_NS) {
-			cpu_relax();
+			sr_cpu_relax();
 			s->tx_head_seen = atomic_load_explicit(&r->head, memory_order_acquire);
 			continue;
 		}

@@ -23,6 +23,16 @@ static inline uint64_t sr_clock_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* a spin-wait iteration */
+static inline void sr_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
 /* random bits for keys and PSNs; without entropy (early boot) a mix of clock and pid */
 static inline uint64_t sr_entropy64(void)
 {
