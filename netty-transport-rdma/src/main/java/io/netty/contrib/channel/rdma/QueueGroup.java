@@ -21,6 +21,11 @@ import java.util.Arrays;
  * posted}): a peer that respects its credits never meets RNR. Slot memory comes from the registered pool in
  * blocks and is kept for reuse.
  *
+ * <p>{@link #AHEAD} receives are posted beyond the credits: a slot freed while the loop handles a message is then
+ * owed to its peer at once, backed by one of them, and the {@code ibv_post_srq_recv} that replaces it waits until
+ * the loop has sent what it had to send ({@link #flush()} after the completions are handled). A send posts the
+ * prepared receives first only when more are prepared than there are receives ahead ({@link #beforeSend()}).
+ *
  * <p>The completion queue never overruns: it has room for every receive the SRQ can complete (its capacity) plus
  * the send queue depth of every connection on it, and it grows ({@code ibv_resize_cq}) as connections join, up to
  * the device's {@code max_cqe} and the loop's limit; then the loop opens another group. Loop-thread confined.
@@ -29,6 +34,8 @@ final class QueueGroup {
     private static final int SLOTS_PER_BLOCK = 64;
     /** Receives re-posted per {@code ibv_post_srq_recv}. */
     private static final int POST_BATCH = 64;
+    /** Receives posted beyond the credits, so that the one replacing a freed slot can be posted after the sends. */
+    static final int AHEAD = 16;
 
     final int index;
     final int slotSize;
@@ -38,6 +45,8 @@ final class QueueGroup {
     private final int maxCqe;
     private final RecvWorkRequests posts = new RecvWorkRequests(POST_BATCH, 1);
     private int pendingPosts;
+    /** Whether the {@link #AHEAD} receives have been posted (at the first join). */
+    private boolean ahead;
 
     private ByteBuf[] blocks = new ByteBuf[4];
     private long[] blockAddress = new long[4];
@@ -91,7 +100,7 @@ final class QueueGroup {
      * {@code false} when this group has no room for it (the loop then opens another group).
      */
     boolean join(int sqDepth, int credits) {
-        if (committed + credits > srq.maxWr()) {
+        if (committed + credits > srq.maxWr() - AHEAD) {
             return false;
         }
         int needed = srq.maxWr() + sendEntries + sqDepth;
@@ -107,6 +116,10 @@ final class QueueGroup {
         }
         sendEntries += sqDepth;
         connections++;
+        if (!ahead) {
+            ahead = true;
+            post(AHEAD);
+        }
         raise(credits);
         flush();
         onChange.run();
@@ -142,7 +155,7 @@ final class QueueGroup {
 
     /** Credits that may still be granted to peers. */
     int room() {
-        return srq.maxWr() - committed;
+        return srq.maxWr() - AHEAD - committed;
     }
 
     /** Adds {@code credits} to a peer's grant, at most {@link #room()}: posts a receive for each. */
@@ -170,7 +183,17 @@ final class QueueGroup {
         }
     }
 
-    /** Posts the receives prepared since the last call; before any message that carries their credits goes out. */
+    /**
+     * Before a send that may carry credits: posts the prepared receives if the receives {@link #AHEAD} do not back
+     * them all.
+     */
+    void beforeSend() {
+        if (pendingPosts > AHEAD) {
+            flush();
+        }
+    }
+
+    /** Posts the receives prepared since the last call (the loop calls it after handling each batch). */
     void flush() {
         int n = pendingPosts;
         if (n > 0) {

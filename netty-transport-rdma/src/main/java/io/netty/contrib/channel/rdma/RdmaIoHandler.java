@@ -56,10 +56,16 @@ public final class RdmaIoHandler implements IoHandler {
     /** Ready fds one {@code epoll_wait} reports: the wakeup eventfd, the rdma_cm channel, the fd watcher, devices. */
     private static final int MAX_READY = 8;
     private static final int YIELD_AFTER_SPINS = 256;
-    private static final int CM_POLL_INTERVAL_MASK = 63;
+    /**
+     * A spinning loop looks at the rdma_cm channel (a syscall) once this many turns and completions have gone by
+     * since the last look: every few tens of microseconds while idle, every few turns under load.
+     */
+    private static final int CM_LOOK_EVERY = 256;
+    /** A pure spin reads the clock (for due tasks) once per this many empty turns. */
+    private static final int PURE_SPIN_CLOCK_MASK = 7;
     /** Work requests prepared before one {@code ibv_post_send}. */
     private static final int SEND_BATCH = 32;
-    private int turns;
+    private int cmCountdown = CM_LOOK_EVERY;
 
     private final ThreadAwareExecutor executor;
     private final RdmaIoHandlerConfig config;
@@ -273,11 +279,19 @@ public final class RdmaIoHandler implements IoHandler {
         long spinUntil = config.pureSpin() ? Long.MAX_VALUE : now + spin.window();
         int spins = 0;
         boolean preempted = false;
+        boolean pureSpin = config.pureSpin();
         while (!wakeRequested) {
             work = poll(cmTurn());
             if (work > 0) {
-                spin.spun(System.nanoTime() - spinStart, preempted);
+                if (!pureSpin) {
+                    spin.spun(System.nanoTime() - spinStart, preempted);
+                }
                 return work;
+            }
+            if (pureSpin && (++spins & PURE_SPIN_CLOCK_MASK) != 0) {
+                // It owns its core and never ends its spin: the clock only tells when a task is due.
+                Thread.onSpinWait();
+                continue;
             }
             long last = now;
             now = System.nanoTime();
@@ -292,7 +306,7 @@ public final class RdmaIoHandler implements IoHandler {
                 break;
             }
             // Adaptive loops share the machine: after a while, let other threads run. Pure spin owns its core.
-            if (++spins < YIELD_AFTER_SPINS || config.pureSpin()) {
+            if (++spins < YIELD_AFTER_SPINS || pureSpin) {
                 Thread.onSpinWait();
             } else {
                 Thread.yield();
@@ -306,7 +320,11 @@ public final class RdmaIoHandler implements IoHandler {
 
     /** Whether this turn of the loop looks at the rdma_cm channel (a syscall) without epoll having said so. */
     private boolean cmTurn() {
-        return (turns++ & CM_POLL_INTERVAL_MASK) == 0;
+        if (--cmCountdown > 0) {
+            return false;
+        }
+        cmCountdown = CM_LOOK_EVERY;
+        return true;
     }
 
     /** {@code preempted}: the spin before this block lost its core to other threads. */
@@ -443,6 +461,7 @@ public final class RdmaIoHandler implements IoHandler {
         if (work == 0) {
             emptyPolls++;
         }
+        cmCountdown -= work;
         completionCount += work;
         return work;
     }

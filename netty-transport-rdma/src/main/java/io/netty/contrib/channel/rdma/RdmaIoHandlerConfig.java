@@ -75,7 +75,8 @@ public final class RdmaIoHandlerConfig {
 
     /**
      * Receive buffers one shared receive queue of the loop holds at most, or the device's {@code max_srq_wr} if
-     * that is smaller: the receive credits all peers on it hold together. Buffers are posted as credits are
+     * that is smaller: the receive credits all peers on it hold together, and 16 receives posted ahead of them
+     * (so that replacing a freed buffer waits until the loop's sends are out). Buffers are posted as credits are
      * granted, not up front. Default 8192.
      */
     public RdmaIoHandlerConfig sharedReceiveQueueSize(int sharedReceiveQueueSize) {

@@ -242,8 +242,9 @@ final class SendQueue {
             wrs.sendFlags(i, flags);
         }
         batch = 0;
-        // The receives behind the credits these messages grant must be posted before the peer can use them.
-        group.flush();
+        // The receives behind the credits these messages grant must be posted before the peer can use them (or be
+        // backed by those posted ahead).
+        group.beforeSend();
         qp.postSend(wrs, 0, n);
         posted += n;
     }

@@ -81,7 +81,7 @@ public final class InProcessEcho {
                     }
                 }
                 case "--stream-sizes" -> {
-                    String[] s = args[++i].split(",");
+                    String[] s = args[++i].isEmpty() ? new String[0] : args[i].split(",");
                     streamSizes = new int[s.length];
                     for (int j = 0; j < s.length; j++) {
                         streamSizes[j] = Integer.parseInt(s[j]);
