@@ -16,7 +16,8 @@ import java.io.IOException;
  * up to the peer's receive slot, each taking one of its receive credits; writes larger than a slot as RDMA WRITE
  * WITH IMMEDIATE into the peer's receive ring, in parts of up to a quarter of it, when it offers one (else as
  * SENDs, asking for a ring), each ring write gathering the writes that follow from where they lie (up to
- * {@link #MAX_GATHER} buffers, as a socket's writev does); small writes copied into one SEND
+ * {@link #MAX_GATHER} buffers, as a socket's writev does); mid-size writes that follow one another gathered into
+ * ring writes the same way (a backlog of them asks for a ring); small writes copied into one SEND
  * ({@link RdmaChannelOption#WRITE_COALESCE_THRESHOLD});
  * file regions read in parts ({@link FileRegionChunker}). Every message's header carries what this side owes
  * the peer ({@link Owed}). Loop-thread confined.
@@ -29,6 +30,11 @@ final class Sender {
      * 128 bytes of inline data take anyway; 16 would need 320), so more costs memory per idle connection.
      */
     static final int MAX_GATHER = 8;
+    /**
+     * Mid-size writes (above the coalescing threshold, within a slot) ask the peer for a ring once this many
+     * slots' worth of bytes wait behind them: a stream, not a request and its reply.
+     */
+    static final int RING_BACKLOG_SLOTS = 4;
 
     /** What this side owes the peer, carried in the header of every message it sends. */
     interface Owed {
@@ -172,16 +178,24 @@ final class Sender {
                     }
                     // One small write before a large one: it rides at the head of the large one's ring write.
                     ring = lookahead.largeFollows && maxRingWrite > peerMaxSend;
+                } else if (!ring && readable > coalesceThreshold && maxRingWrite > peerMaxSend && in.size() > 1) {
+                    // Mid-size writes one after another (a stream of 4 KiB messages): gathered into ring writes
+                    // from where they lie, several per work request and credit, rather than one SEND each.
+                    ring = true;
                 }
                 if (ring) {
-                    if (!gatherRingWrite(in, null, 0)) {
+                    // A stream of mid-size writes leaves the small writes after it to be coalesced.
+                    boolean midSize = readable > coalesceThreshold && readable <= peerMaxSend;
+                    if (!gatherRingWrite(in, null, 0, midSize ? coalesceThreshold : 0)) {
                         return false;
                     }
                     continue;
                 }
                 int chunk = Math.min(readable, peerMaxSend);
-                // A write larger than a slot and no ring to write it to: ask for one.
-                if (!send(buf, chunk, readable > peerMaxSend ? MessageHeader.FLAG_WANTS_RING : 0)) {
+                // A write larger than a slot, or a backlog of mid-size ones, and no ring to write to: ask for one.
+                boolean wantsRing = readable > peerMaxSend || readable > coalesceThreshold && maxRingWrite == 0
+                        && in.size() > 1 && in.totalPendingWriteBytes() >= RING_BACKLOG_SLOTS * (long) peerMaxSend;
+                if (!send(buf, chunk, wantsRing ? MessageHeader.FLAG_WANTS_RING : 0)) {
                     return false;
                 }
                 counters.bytesWritten += chunk;
@@ -243,12 +257,13 @@ final class Sender {
     /**
      * Sends the writes at the head of the flush, after {@code head} bytes of {@code staging} if given, as one ring
      * write gathered from where they lie: as many as fit a quarter of the peer's ring and {@link #MAX_GATHER}
-     * buffers, the last one possibly in part. Completes their promises.
+     * buffers, the last one possibly in part; after the first, a write of at most {@code smallLimit} bytes ends it.
+     * Completes their promises.
      *
      * @return {@code false} when out of credit or ring space (nothing was taken from {@code in})
      */
-    private boolean gatherRingWrite(ChannelOutboundBuffer in, ByteBuf staging, int head) {
-        gather.reset(maxRingWrite - head, staging == null ? 0 : 1);
+    private boolean gatherRingWrite(ChannelOutboundBuffer in, ByteBuf staging, int head, int smallLimit) {
+        gather.reset(maxRingWrite - head, staging == null ? 0 : 1, smallLimit);
         forEachFlushed(in, gather);
         int total = head + gather.bytes;
         if (staging == null && !window.tryAcquireMessage()) {
@@ -288,6 +303,8 @@ final class Sender {
         int bytes;
         private int budget;
         private int maxCount;
+        /** After the first buffer, a write of at most this many bytes ends the gather (0: none does). */
+        private int smallLimit;
 
         Gather(int maxGather) {
             bufs = new ByteBuf[maxGather];
@@ -295,7 +312,8 @@ final class Sender {
         }
 
         /** {@code budget} bytes at most, in as many buffers as the queue allows less {@code reserved}. */
-        void reset(int budget, int reserved) {
+        void reset(int budget, int reserved, int smallLimit) {
+            this.smallLimit = smallLimit;
             this.budget = budget;
             this.maxCount = bufs.length - reserved;
             count = 0;
@@ -310,6 +328,9 @@ final class Sender {
             int n = buf.readableBytes();
             if (n == 0) {
                 return true; // taken off the outbound buffer with the others
+            }
+            if (count > 0 && n <= smallLimit) {
+                return false;
             }
             int take = Math.min(n, budget - bytes);
             bufs[count] = buf;
@@ -390,7 +411,7 @@ final class Sender {
             counters.coalescedSends++;
             counters.progressed();
             if (next instanceof ByteBuf large && large.readableBytes() > peerMaxSend && maxRingWrite > head
-                    && gatherRingWrite(in, staging, head)) {
+                    && gatherRingWrite(in, staging, head, 0)) {
                 return true;
             }
             writeHeader(MessageHeader.TYPE_DATA, 0);

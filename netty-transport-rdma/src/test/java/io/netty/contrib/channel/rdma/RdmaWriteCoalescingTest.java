@@ -90,6 +90,20 @@ class RdmaWriteCoalescingTest {
         assertThat(r.coalescedWrites).isLessThan(10);
     }
 
+    /**
+     * A stream of 4 KiB writes (above the coalescing threshold, within a receive slot): the backlog asks the peer
+     * for a ring, and from then on the writes are gathered from where they lie, 8 per ring write, where a SEND
+     * each would be 400 work requests and 400 credits.
+     */
+    @Test
+    void midSizeWritesAreGatheredIntoRingWrites() throws Exception {
+        Result r = transfer(RdmaChannelConfig.DEFAULT_WRITE_COALESCE_THRESHOLD, 400, 4096, false);
+        assertThat(r.received).isEqualTo(r.sent);
+        // The first writes go by SEND until the ring arrives (a round trip); then 8 writes per ring write.
+        assertThat(r.ringWrites).isBetween(30L, 50L);
+        assertThat(r.coalescedWrites).isZero();
+    }
+
     @Test
     void thresholdZeroSendsEachWriteAlone() throws Exception {
         Result r = transfer(0, 500, 64, false);

@@ -323,6 +323,9 @@ public final class RegisteredByteBuf extends AbstractReferenceCountedByteBuf imp
         checkDstIndex(index, length, dstIndex, dst.capacity());
         if (dst instanceof RegisteredByteBuf other) {
             MemorySegment.copy(memory, offset + (long) index, other.memory, other.offset + (long) dstIndex, length);
+        } else if (dst.hasMemoryAddress()) {
+            // A slice or duplicate of a registered buffer, or another direct buffer: no ByteBuffer per copy.
+            MemorySegment.copy(memory, offset + (long) index, at(dst.memoryAddress() + dstIndex, length), 0, length);
         } else if (dst.hasArray()) {
             getBytes(index, dst.array(), dst.arrayOffset() + dstIndex, length);
         } else if (dst.nioBufferCount() > 0) {
@@ -335,6 +338,11 @@ public final class RegisteredByteBuf extends AbstractReferenceCountedByteBuf imp
             dst.setBytes(dstIndex, this, index, length);
         }
         return this;
+    }
+
+    /** The {@code length} bytes at {@code address} of a live buffer the caller holds (bounds checked by it). */
+    private static MemorySegment at(long address, int length) {
+        return MemorySegment.ofAddress(address).reinterpret(length);
     }
 
     @Override
@@ -384,6 +392,9 @@ public final class RegisteredByteBuf extends AbstractReferenceCountedByteBuf imp
         checkSrcIndex(index, length, srcIndex, src.capacity());
         if (src instanceof RegisteredByteBuf other) {
             MemorySegment.copy(other.memory, other.offset + (long) srcIndex, memory, offset + (long) index, length);
+        } else if (src.hasMemoryAddress()) {
+            // A slice or duplicate of a registered buffer, or another direct buffer: no ByteBuffer per copy.
+            MemorySegment.copy(at(src.memoryAddress() + srcIndex, length), 0, memory, offset + (long) index, length);
         } else if (src.hasArray()) {
             setBytes(index, src.array(), src.arrayOffset() + srcIndex, length);
         } else if (src.nioBufferCount() > 0) {
