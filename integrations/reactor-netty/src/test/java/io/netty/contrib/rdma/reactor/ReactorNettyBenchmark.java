@@ -63,9 +63,9 @@ import java.util.concurrent.TimeoutException;
  * </ol>
  *
  * <p>A row in which no round completes for 10 s is printed as STALLED, with the state of its channels (and of
- * their RDMA connections) on stderr. reactor-netty 1.3.7's server stalls this way in the pipelining scenario over
- * RDMA (see {@link RearmReads}); the pipelining rows are then run again for both transports with reads re-armed
- * ({@code -Dbench.rearm=true} runs them anyway).
+ * their RDMA connections) on stderr. reactor-netty 1.3.7's server stalled this way in the pipelining scenario over
+ * RDMA (see {@link RearmReads}; fixed in 1.3.8, which this module uses); if a pipelining row stalls, the rows are
+ * run again for both transports with reads re-armed ({@code -Dbench.rearm=true} runs them anyway).
  *
  * Each round is started from the client's loop as soon as the previous one completed; rounds of the warm-up are
  * not counted. Prints one line per transport and scenario and a ratio line per scenario. A benchmark, not a test:
@@ -116,7 +116,7 @@ public final class ReactorNettyBenchmark {
         boolean rearm = pRdma == null || pNio == null || Boolean.getBoolean("bench.rearm");
         if (rearm) {
             System.out.println("http-pipelining again, both transports with reads re-armed (RearmReads: work-around"
-                    + " for the reactor-netty 1.3.7 pipelining stall, reactor-netty issue 4361):");
+                    + " for the reactor-netty 1.3.7 pipelining stall, reactor-netty issue 4361, fixed in 1.3.8):");
             pRdmaRearmed = row("http-pipelining+rearm", Transport.RDMA, PIPELINE,
                     () -> pipelining(Transport.RDMA, warmupNanos, measureNanos, 0, true));
             pNioRearmed = row("http-pipelining+rearm", Transport.NIO, PIPELINE,
@@ -549,7 +549,7 @@ public final class ReactorNettyBenchmark {
 
     /**
      * Work-around for a reactor-netty 1.3.7 stall of HTTP/1.1 pipelining (reactor-netty issue 4361, pull request
-     * 4347; fixed after 1.3.7): reactor-netty's server reads on demand (auto-read off) and re-arms each read with
+     * 4347; fixed in 1.3.8, which this module now uses, so the plain rows run without it): reactor-netty's server reads on demand (auto-read off) and re-arms each read with
      * {@code ctx.read()} when a response ends, except when the response ended inside its drain of buffered
      * pipelined requests while the request's trailing {@code LastHttpContent} was still queued: then the drain
      * empties the queue and nobody reads again. Requests that are still arriving are never read. It needs the
