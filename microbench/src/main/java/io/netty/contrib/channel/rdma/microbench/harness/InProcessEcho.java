@@ -25,13 +25,15 @@ import java.util.concurrent.TimeUnit;
  * {@code native/bench/verbs_pingpong}, the raw-verbs floor measured the same way.
  *
  * <p>{@code InProcessEcho [--transports rdma-busy-poll,rdma,epoll] [--sizes 64,4096,65536] [--warmup N]
- * [--count N] [--stream-sizes 64,1024] [--repeat N] [--floor 64=1.6,4096=2.1,...] [--out page.md]}: one line
+ * [--count N] [--stream-sizes 64,1024] [--repeat N] [--floor 64=1.6,4096=2.1,... | --floor-command
+ * native/tests/build/floor [--floor-libraries native/build/lib]] [--out page.md]}: one line
  * per transport and size with p50 / p99 round trip, CPU and sleeps per echo of both loops; then one line per
  * transport and streaming size: one connection writing messages of that size, each its own buffer, while the channel
  * is writable (a flush per batch), to a sink that counts them. With {@code --repeat} every row is measured that many
  * times on fresh loops and the median kept. {@code --floor} gives the raw-verbs round trips (µs) measured by
- * {@code floor pingpong} in the same run ({@code microbench/in-process.sh} does both); {@code --out} writes the
- * table with the ratios and goals of issue 14 as markdown.
+ * {@code floor pingpong} in the same run; {@code --floor-command} runs that program itself at the start of every
+ * repeat, so that each ratio is taken within a repeat ({@code microbench/in-process.sh} does this); {@code --out}
+ * writes the table with the ratios and goals of issue 14 as markdown.
  */
 public final class InProcessEcho {
     private InProcessEcho() {
@@ -64,6 +66,8 @@ public final class InProcessEcho {
         int repeat = 1;
         java.util.Map<Integer, Double> floor = new java.util.TreeMap<>();
         String out = null;
+        String floorCommand = null;
+        String floorLibraries = null;
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
                 case "--transports" -> {
@@ -95,17 +99,61 @@ public final class InProcessEcho {
                         floor.put(Integer.parseInt(kv[0]), Double.parseDouble(kv[1]));
                     }
                 }
+                case "--floor-command" -> floorCommand = args[++i];
+                case "--floor-libraries" -> floorLibraries = args[++i];
                 case "--warmup" -> warmup = Long.parseLong(args[++i]);
                 case "--count" -> count = Long.parseLong(args[++i]);
                 default -> throw new IllegalArgumentException("unknown option " + args[i]);
             }
         }
+        // Repeats interleave the floor and the transports: on a shared VM the speed of the two cores' exchange
+        // changes by several times from one minute to the next, so each ratio is taken within one repeat, from rows
+        // measured a few seconds apart, and the page shows the median of those ratios.
+        java.util.Map<Transport, List<List<Row>>> runsOf = new java.util.LinkedHashMap<>();
+        for (Transport t : transports) {
+            runsOf.put(t, new ArrayList<>());
+        }
+        List<java.util.Map<Integer, Double>> floorRuns = new ArrayList<>();
+        for (int r = 0; r < repeat; r++) {
+            if (floorCommand != null) {
+                java.util.Map<Integer, Double> f = floor(floorCommand, floorLibraries, sizes);
+                System.out.println("raw verbs (repeat " + (r + 1) + "): " + f);
+                floorRuns.add(f);
+            }
+            for (Transport t : transports) {
+                runsOf.get(t).add(run(t, sizes, warmup, count));
+            }
+        }
+        if (!floorRuns.isEmpty()) {
+            for (int size : sizes) {
+                floor.put(size, median(floorRuns.stream().map(f -> f.get(size)).toList()));
+            }
+        }
+        java.util.Map<Integer, Double> busyOverFloor = new java.util.TreeMap<>();
+        java.util.Map<Integer, Double> adaptiveOverBusy = new java.util.TreeMap<>();
+        List<List<Row>> busyRuns = runsOf.get(Transport.RDMA_BUSY_POLL);
+        List<List<Row>> adaptiveRuns = runsOf.get(Transport.RDMA_ADAPTIVE);
+        for (int j = 0; j < sizes.length; j++) {
+            List<Double> overFloor = new ArrayList<>();
+            List<Double> overBusy = new ArrayList<>();
+            for (int r = 0; r < repeat; r++) {
+                if (busyRuns != null && !floorRuns.isEmpty()) {
+                    overFloor.add(busyRuns.get(r).get(j).p50Micros / floorRuns.get(r).get(sizes[j]));
+                }
+                if (busyRuns != null && adaptiveRuns != null) {
+                    overBusy.add(adaptiveRuns.get(r).get(j).p50Micros / busyRuns.get(r).get(j).p50Micros);
+                }
+            }
+            if (!overFloor.isEmpty()) {
+                busyOverFloor.put(sizes[j], median(overFloor));
+            }
+            if (!overBusy.isEmpty()) {
+                adaptiveOverBusy.put(sizes[j], median(overBusy));
+            }
+        }
         List<Row> rows = new ArrayList<>();
         for (Transport t : transports) {
-            List<List<Row>> runs = new ArrayList<>();
-            for (int r = 0; r < repeat; r++) {
-                runs.add(run(t, sizes, warmup, count));
-            }
+            List<List<Row>> runs = runsOf.get(t);
             for (int j = 0; j < sizes.length; j++) {
                 int at = j;
                 List<Row> same = new ArrayList<>(runs.stream().map(l -> l.get(at)).toList());
@@ -131,9 +179,42 @@ public final class InProcessEcho {
             }
         }
         if (out != null) {
-            java.nio.file.Files.writeString(java.nio.file.Path.of(out), page(rows, streamRows, floor, sizes,
-                    streamSizes, repeat));
+            java.nio.file.Files.writeString(java.nio.file.Path.of(out), page(rows, streamRows, floor, busyOverFloor,
+                    adaptiveOverBusy, sizes, streamSizes, repeat));
         }
+    }
+
+    private static double median(List<Double> values) {
+        List<Double> sorted = new ArrayList<>(values);
+        sorted.sort(null);
+        return sorted.get(sorted.size() / 2);
+    }
+
+    /**
+     * Runs {@code floor pingpong} for each size (the raw-verbs floor, two threads of one C process) and returns
+     * its round trip p50 in µs by size.
+     */
+    static java.util.Map<Integer, Double> floor(String command, String libraries, int[] sizes) throws Exception {
+        java.util.Map<Integer, Double> result = new java.util.TreeMap<>();
+        java.util.regex.Pattern p50 = java.util.regex.Pattern.compile("round trip p50 ([0-9.]+) us");
+        for (int size : sizes) {
+            ProcessBuilder pb = new ProcessBuilder(command, "pingpong", "-n", "200000", "-s", Integer.toString(size))
+                    .redirectErrorStream(true);
+            if (libraries != null) {
+                pb.environment().put("LD_LIBRARY_PATH", libraries);
+            }
+            Process process = pb.start();
+            String output = new String(process.getInputStream().readAllBytes());
+            if (!process.waitFor(120, TimeUnit.SECONDS) || process.exitValue() != 0) {
+                throw new IllegalStateException(command + " pingpong -s " + size + " failed: " + output);
+            }
+            java.util.regex.Matcher m = p50.matcher(output);
+            if (!m.find()) {
+                throw new IllegalStateException("no round trip p50 in the output of " + command + ": " + output);
+            }
+            result.put(size, Double.parseDouble(m.group(1)));
+        }
+        return result;
     }
 
     private static Row row(List<Row> rows, Transport t, int size) {
@@ -142,6 +223,10 @@ public final class InProcessEcho {
 
     private static StreamRow streamRow(List<StreamRow> rows, Transport t, int size) {
         return rows.stream().filter(r -> r.transport.equals(t.key()) && r.size == size).findFirst().orElse(null);
+    }
+
+    private static String times(double ratio) {
+        return String.format(Locale.ROOT, "%.2f×", ratio);
     }
 
     private static String ratio(double a, double b) {
@@ -154,6 +239,7 @@ public final class InProcessEcho {
 
     /** The markdown page: echo p50 with the ratios the issue sets goals for, then streaming rates. */
     static String page(List<Row> rows, List<StreamRow> streamRows, java.util.Map<Integer, Double> floor,
+                       java.util.Map<Integer, Double> busyOverFloor, java.util.Map<Integer, Double> adaptiveOverBusy,
                        int[] sizes, int[] streamSizes, int repeat) {
         StringBuilder b = new StringBuilder();
         b.append("""
@@ -164,8 +250,10 @@ public final class InProcessEcho {
                 device, whose data path is then a function call and a `memcpy`: what remains is the transport's own
                 cost per message. Echo: one message at a time, the client waits for every byte before sending again
                 (the same buffer every time). Stream: one connection writing messages of the size, each its own
-                buffer, while writable, to a sink. Median of the repeats; a 2-core VM is noisy, so compare rows of one
-                run only.
+                buffer, while writable, to a sink. Values are the median of the repeats. Each repeat measures the raw
+                verbs floor and then each transport, a few seconds apart: the ratios are the median of the ratios
+                within a repeat (on this shared 2-core VM the exchange between the two cores changes speed by several
+                times from one minute to the next, which ratios of medians taken minutes apart would mix up).
 
                 Goals (issue 14): busy-poll ≤ 1.15× raw verbs at 64 B and ≤ 1.3× at 4 KiB and 64 KiB; adaptive ≤ 1.3×
                 busy-poll at every size; 64 B streaming ≥ Netty epoll.
@@ -180,9 +268,11 @@ public final class InProcessEcho {
             Double f = floor.get(size);
             b.append("| ").append(size).append(" B | ").append(f == null ? "–" : String.format(Locale.ROOT, "%.2f", f))
                     .append(" | ").append(micros(busy)).append(" | ")
-                    .append(busy == null || f == null ? "–" : ratio(busy.p50Micros, f)).append(" | ")
+                    .append(busyOverFloor.containsKey(size) ? times(busyOverFloor.get(size))
+                            : busy == null || f == null ? "–" : ratio(busy.p50Micros, f)).append(" | ")
                     .append(micros(adaptive)).append(" | ")
-                    .append(busy == null || adaptive == null ? "–" : ratio(adaptive.p50Micros, busy.p50Micros))
+                    .append(adaptiveOverBusy.containsKey(size) ? times(adaptiveOverBusy.get(size))
+                            : busy == null || adaptive == null ? "–" : ratio(adaptive.p50Micros, busy.p50Micros))
                     .append(" | ").append(adaptive == null ? "–"
                             : String.format(Locale.ROOT, "%.3f", adaptive.sleepsPerEcho))
                     .append(" | ").append(micros(epoll)).append(" |\n");

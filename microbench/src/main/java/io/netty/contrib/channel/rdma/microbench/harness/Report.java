@@ -140,7 +140,7 @@ final class Report {
     }
 
     private void goals() {
-        b.append("### Goals (issue 6)\n\n");
+        b.append("### Goals (issues 6 and 14)\n\n");
         row("goal", "RdmaChannel", "measured", "met");
         row("---", "---", "---", "---");
         for (Series s : Results.RDMA) {
@@ -198,6 +198,24 @@ final class Report {
             }
             row("≈ 0 B heap per echo (server / client loop)", s.mode(), String.join(", ", parts),
                     verdict(any, met));
+        }
+        // Issue 14: small messages stream at least as fast as over epoll, between two JVMs (this page).
+        for (Series s : Results.RDMA) {
+            if (!r.has(s)) {
+                continue;
+            }
+            List<String> parts = new ArrayList<>();
+            boolean met = true;
+            boolean any = false;
+            for (int c : r.throughputConnections()) {
+                Double q = ratio(r.get(s, 64, c, "throughput_msgs"), r.get(Results.EPOLL, 64, c, "throughput_msgs"));
+                if (q != null) {
+                    any = true;
+                    met &= q >= 1;
+                    parts.add(c + " conn " + percent(q));
+                }
+            }
+            row("64 B streaming ≥ Netty epoll (issue 14)", s.mode(), String.join(", ", parts), verdict(any, met));
         }
         Double idle = r.get(Results.RDMA_ADAPTIVE, 0, 1, "idle_cpu_loop_server");
         if (idle != null) {
