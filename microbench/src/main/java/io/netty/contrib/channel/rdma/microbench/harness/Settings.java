@@ -17,8 +17,11 @@ final class Settings {
     double latency = 5;
     /** At most this many measured echoes per size. */
     long latencyMaxCount = 1_000_000;
-    /** Seconds of streaming before each measured stream. */
-    double throughputWarmup = 1;
+    /**
+     * Seconds of streaming before each measured stream: with two JVMs and their JIT compilers on two cores, 1 s
+     * left the 64 B rows still compiling (RDMA's 64 B stream: about 3 M msg/s after 1 s, 4.6–4.9 M after 3 s).
+     */
+    double throughputWarmup = 3;
     /** Seconds of one measured stream. */
     double throughput = 3;
     /** Seconds over which the idle adaptive loop's CPU is measured; 0: not measured. */
