@@ -276,10 +276,10 @@ public final class RdmaIoHandler implements IoHandler {
         long now = System.nanoTime();
         long taskDue = now + context.delayNanos(now);
         long spinStart = now;
-        long spinUntil = config.pureSpin() ? Long.MAX_VALUE : now + spin.window();
+        boolean pureSpin = config.pureSpin();
+        long spinUntil = pureSpin ? Long.MAX_VALUE : now + spin.window();
         int spins = 0;
         boolean preempted = false;
-        boolean pureSpin = config.pureSpin();
         while (!wakeRequested) {
             work = poll(cmTurn());
             if (work > 0) {

@@ -143,80 +143,28 @@ final class Report {
         b.append("### Goals (issues 6 and 14)\n\n");
         row("goal", "RdmaChannel", "measured", "met");
         row("---", "---", "---", "---");
-        for (Series s : Results.RDMA) {
-            if (!r.has(s)) {
-                continue;
-            }
-            List<String> parts = new ArrayList<>();
-            boolean met = true;
-            boolean any = false;
-            for (int size : r.sizes()) {
-                Double q = ratio(r.get(s, size, 1, "rtt_p50"), r.get(Results.VERBS_SEND_LAT, size, 1, "rtt_p50"));
-                if (q != null) {
-                    any = true;
-                    met &= q <= GOAL_RTT_RATIO;
-                    parts.add(sizeName(size) + " " + times(q));
-                }
-            }
-            row("echo RTT p50 ≤ " + GOAL_RTT_RATIO + " × raw verbs", s.mode(), String.join(", ", parts),
-                    verdict(any, met));
-        }
-        for (Series s : Results.RDMA) {
-            if (!r.has(s)) {
-                continue;
-            }
-            List<String> parts = new ArrayList<>();
-            boolean met = true;
-            boolean any = false;
-            for (int c : r.throughputConnections()) {
-                Double q = ratio(r.get(s, GOAL_THROUGHPUT_SIZE, c, "throughput_bytes"),
-                        r.get(Results.VERBS_WRITE_BW, GOAL_THROUGHPUT_SIZE, c, "throughput_bytes"));
-                if (q != null) {
-                    any = true;
-                    met &= q >= GOAL_THROUGHPUT_SHARE;
-                    parts.add(c + " conn " + percent(q));
-                }
-            }
-            row("64 KiB throughput ≥ " + Math.round(GOAL_THROUGHPUT_SHARE * 100) + " % of raw verbs", s.mode(),
-                    String.join(", ", parts), verdict(any, met));
-        }
-        for (Series s : Results.RDMA) {
-            if (!r.has(s)) {
-                continue;
-            }
-            List<String> parts = new ArrayList<>();
-            boolean met = true;
-            boolean any = false;
-            for (int size : r.sizes()) {
-                Double server = r.get(s, size, 1, "heap_per_echo_server");
-                Double client = r.get(s, size, 1, "heap_per_echo_client");
-                if (server != null && client != null) {
-                    any = true;
-                    met &= server < GOAL_HEAP_PER_ECHO && client < GOAL_HEAP_PER_ECHO;
-                    parts.add(sizeName(size) + " " + num(server) + " / " + num(client) + " B");
-                }
-            }
-            row("≈ 0 B heap per echo (server / client loop)", s.mode(), String.join(", ", parts),
-                    verdict(any, met));
-        }
+        goal("echo RTT p50 ≤ " + GOAL_RTT_RATIO + " × raw verbs", r.sizes(), (s, size) -> {
+            Double q = ratio(r.get(s, size, 1, "rtt_p50"), r.get(Results.VERBS_SEND_LAT, size, 1, "rtt_p50"));
+            return q == null ? null : new Check(sizeName(size) + " " + times(q), q <= GOAL_RTT_RATIO);
+        });
+        goal("64 KiB throughput ≥ " + Math.round(GOAL_THROUGHPUT_SHARE * 100) + " % of raw verbs",
+                r.throughputConnections(), (s, c) -> {
+                    Double q = ratio(r.get(s, GOAL_THROUGHPUT_SIZE, c, "throughput_bytes"),
+                            r.get(Results.VERBS_WRITE_BW, GOAL_THROUGHPUT_SIZE, c, "throughput_bytes"));
+                    return q == null ? null : new Check(c + " conn " + percent(q), q >= GOAL_THROUGHPUT_SHARE);
+                });
+        goal("≈ 0 B heap per echo (server / client loop)", r.sizes(), (s, size) -> {
+            Double server = r.get(s, size, 1, "heap_per_echo_server");
+            Double client = r.get(s, size, 1, "heap_per_echo_client");
+            return server == null || client == null ? null
+                    : new Check(sizeName(size) + " " + num(server) + " / " + num(client) + " B",
+                            server < GOAL_HEAP_PER_ECHO && client < GOAL_HEAP_PER_ECHO);
+        });
         // Issue 14: small messages stream at least as fast as over epoll, between two JVMs (this page).
-        for (Series s : Results.RDMA) {
-            if (!r.has(s)) {
-                continue;
-            }
-            List<String> parts = new ArrayList<>();
-            boolean met = true;
-            boolean any = false;
-            for (int c : r.throughputConnections()) {
-                Double q = ratio(r.get(s, 64, c, "throughput_msgs"), r.get(Results.EPOLL, 64, c, "throughput_msgs"));
-                if (q != null) {
-                    any = true;
-                    met &= q >= 1;
-                    parts.add(c + " conn " + percent(q));
-                }
-            }
-            row("64 B streaming ≥ Netty epoll (issue 14)", s.mode(), String.join(", ", parts), verdict(any, met));
-        }
+        goal("64 B streaming ≥ Netty epoll (issue 14)", r.throughputConnections(), (s, c) -> {
+            Double q = ratio(r.get(s, 64, c, "throughput_msgs"), r.get(Results.EPOLL, 64, c, "throughput_msgs"));
+            return q == null ? null : new Check(c + " conn " + percent(q), q >= 1);
+        });
         Double idle = r.get(Results.RDMA_ADAPTIVE, 0, 1, "idle_cpu_loop_server");
         if (idle != null) {
             row("idle adaptive loop < " + num(GOAL_IDLE_CPU) + " % of a core", "adaptive",
@@ -226,6 +174,32 @@ final class Report {
                     verdict(true, idle < GOAL_IDLE_CPU));
         }
         b.append('\n');
+    }
+
+    /** What one size or connection count measured for a goal, and whether it meets it. */
+    private record Check(String text, boolean met) {
+    }
+
+    /**
+     * One row per RDMA series measured: {@code check} gives each key's part (null when not measured); the goal is
+     * met when every measured part meets it.
+     */
+    private void goal(String label, List<Integer> keys, java.util.function.BiFunction<Series, Integer, Check> check) {
+        for (Series s : Results.RDMA) {
+            if (!r.has(s)) {
+                continue;
+            }
+            List<String> parts = new ArrayList<>();
+            boolean met = true;
+            for (int key : keys) {
+                Check c = check.apply(s, key);
+                if (c != null) {
+                    met &= c.met();
+                    parts.add(c.text());
+                }
+            }
+            row(label, s.mode(), String.join(", ", parts), verdict(!parts.isEmpty(), met));
+        }
     }
 
     private void row(String... cells) {
