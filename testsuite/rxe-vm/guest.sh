@@ -235,6 +235,7 @@ run_perf() {
 
   # The echo example as users run it (default JVM flags, the adaptive loop), one message in flight. Busy-poll
   # is left out: two spinning loops on the guest's two CPUs starve the JIT compiler threads under emulation.
+  # A connection's setup can take tens of seconds under emulation: hence the longer connect timeout.
   local cp="$project/examples/echo/target/classes:$(cat "$project/examples/echo/target/rxe-vm-classpath.txt")"
   local echo_java=("$java" --enable-native-access=ALL-UNNAMED -cp "$cp")
   timeout -k 5 900 "${echo_java[@]}" io.netty.contrib.channel.rdma.examples.echo.EchoServer --address "$addr" \
@@ -247,7 +248,7 @@ run_perf() {
   done
   log=$out/perf/echo-64B.log
   if timeout -k 5 600 "${echo_java[@]}" io.netty.contrib.channel.rdma.examples.echo.EchoClient --address "$addr" \
-      --size 64 --count "$echo_count" >"$log" 2>&1; then
+      --size 64 --count "$echo_count" --connect-timeout 180 >"$log" 2>&1; then
     p50=$(sed -n 's/^round trip: p50 \([0-9.]*\) us.*/\1/p' "$log")
     ratio=$([ -n "$rtt" ] && awk -v a="$p50" -v b="$rtt" 'BEGIN { printf "%.1f", a / b }')
     summary "4 echo example, 64 B" "RTT p50 ${p50} us = ${ratio:-?} x ib_send_lat RTT" ""

@@ -5,8 +5,11 @@
 # repository, rdma-core, perftest and this checkout are all there at the same paths. guest.sh sets up rxe and
 # runs the tests; reports and logs land in the results directory on the host.
 #
-# usage: testsuite/rxe-vm/run.sh [--no-build] [--shell | --script FILE]
+# usage: testsuite/rxe-vm/run.sh [--no-build | --prepare] [--shell | --script FILE]
 #   --no-build     use the classes and the C test binary built by an earlier run
+#   --prepare      install, download and build what the guest needs, then stop without booting it (so that a
+#                  later --no-build run does no apt-get or Maven work: scripts/test.sh runs that one alongside
+#                  testsuite/rxe-docker)
 #   --shell        set up rxe in the guest and open a shell on the console instead of running the tests
 #   --script FILE  set up rxe in the guest and run FILE with bash (in the checkout, with $addr and $device set)
 #                  instead of the tests; for debugging. The guest sees the host's files at their host paths.
@@ -36,6 +39,7 @@ script=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-build) build=no ;;
+    --prepare) mode=prepare ;;
     --shell) mode=shell ;;
     --script) mode=script; script=$(realpath "${2:?--script needs a file}"); shift ;;
     *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
@@ -191,6 +195,10 @@ if [ "$build" = yes ]; then
   build_start=$(date +%s)
   build_host
   log "host build: $(( $(date +%s) - build_start )) s"
+fi
+if [ "$mode" = prepare ]; then
+  log "prepared: $(basename "$kernel_dir"), the C tests and the Java classes"
+  exit 0
 fi
 [ -x "$project/native/tests/build-system/softrdma-tests" ] && [ -f "$project/testsuite/target/rxe-vm-classpath.txt" ] &&
   [ -f "$project/examples/echo/target/rxe-vm-classpath.txt" ] ||

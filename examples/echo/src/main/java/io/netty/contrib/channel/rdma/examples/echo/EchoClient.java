@@ -6,6 +6,7 @@ import io.netty.channel.Channel;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
+import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoop;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
@@ -34,6 +35,7 @@ import java.util.zip.CRC32;
  * <pre>
  * java --enable-native-access=ALL-UNNAMED -cp ... EchoClient [--address 127.0.0.1] [--port 7474] [--size 64]
  *      [--count 10000] [--warmup 0] [--concurrency 1] [--busy-poll] [--stats] [--transport rdma|epoll|nio]
+ *      [--connect-timeout 30]
  * </pre>
  */
 public final class EchoClient {
@@ -55,6 +57,7 @@ public final class EchoClient {
                 PingPongHandler handler = new PingPongHandler(options.size, options.warmup, options.count,
                         group.next().newPromise());
                 Bootstrap b = new Bootstrap().group(group).channel(options.channelClass())
+                        .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, options.connectTimeoutSeconds * 1000)
                         .handler(new ChannelInitializer<SocketChannel>() {
                             @Override
                             protected void initChannel(SocketChannel ch) {

@@ -35,6 +35,7 @@ final class Options {
     boolean busyPoll;
     long spinNanos = -1;
     boolean stats;
+    int connectTimeoutSeconds = 30;
 
     static Options parse(String[] args) {
         Options o = new Options();
@@ -51,6 +52,7 @@ final class Options {
                 case "--threads" -> o.threads = intValue(args, ++i, arg, 1);
                 case "--busy-poll" -> o.busyPoll = true;
                 case "--stats" -> o.stats = true;
+                case "--connect-timeout" -> o.connectTimeoutSeconds = intValue(args, ++i, arg, 1);
                 case "--spin-nanos" -> o.spinNanos = intValue(args, ++i, arg, 0);
                 case "--help", "-h" -> usage(null);
                 default -> usage("unknown option " + arg);
@@ -129,7 +131,8 @@ final class Options {
         System.err.println("options: --address A (127.0.0.1) --port P (7474) --size BYTES (64) --count N (10000)"
                 + " --warmup N (0: echoes before the measured ones, not counted) --concurrency CONNECTIONS (1)"
                 + " --threads LOOPS (1) --busy-poll --spin-nanos NS (the adaptive loop's longest spin, 50000)"
-                + " --stats (the transport's counters at the end) --transport rdma|epoll|nio (rdma)");
+                + " --stats (the transport's counters at the end) --transport rdma|epoll|nio (rdma)"
+                + " --connect-timeout SECONDS (30, Netty's default)");
         System.exit(error == null ? 0 : 2);
     }
 }

@@ -163,6 +163,13 @@ class RxeDockerEchoTest {
         command.add(serverAddress);
         command.add("--port");
         command.add(String.valueOf(mainClass.contains(".rpc.") ? RPC_PORT : ECHO_PORT));
+        if (mainClass.contains(".echo.")) {
+            // Under the guest's instruction emulation a connection's setup (the JVM's first rdma_cm and verbs
+            // calls, the first registered chunk, rxe's address resolution) has taken 10 to 30 s: Netty's default
+            // connect timeout of 30 s is too short there.
+            command.add("--connect-timeout");
+            command.add("180");
+        }
         command.addAll(Arrays.asList(args));
         long start = System.nanoTime();
         ExecResult result = client.execInContainer(command.toArray(String[]::new));
