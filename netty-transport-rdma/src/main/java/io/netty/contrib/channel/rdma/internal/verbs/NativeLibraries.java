@@ -19,7 +19,7 @@ import java.util.Optional;
  *   <li>{@value #LIBRARY_PATH_PROPERTY} (or {@value #LIBRARY_PATH_ENV}) = a directory: both libraries from there,
  *       libibverbs first so that librdmacm's {@code DT_NEEDED libibverbs.so.1} binds to the one already loaded.</li>
  *   <li>The value {@value #BUNDLED}: the software RDMA device shipped in the jar, extracted to a private temporary
- *       directory that is deleted on exit.</li>
+ *       directory, deleted as soon as both are loaded (or on exit).</li>
  * </ul>
  * There is no fallback from one to another: a failure is kept and reported by {@link #loadFailure()}.
  */
@@ -77,7 +77,7 @@ public final class NativeLibraries {
                     failure = new UnsupportedOperationException(e.getMessage(), e);
                 }
                 description = "the bundled software RDMA device"
-                        + (directory == null ? "" : " (extracted to " + directory + ")");
+                        + (directory == null ? "" : " (extracted to " + directory + ", deleted once loaded)");
             } else {
                 source = Source.DIRECTORY;
                 directory = Path.of(configured.trim()).toAbsolutePath();
@@ -87,6 +87,11 @@ public final class NativeLibraries {
                 try {
                     ibverbs = loadFrom(directory, IBVERBS);
                     rdmacm = loadFrom(directory, RDMACM);
+                    if (source == Source.BUNDLED) {
+                        // Loaded and mapped: the files are no longer needed, and a JVM that is killed (not
+                        // exited) would otherwise leave them behind, deleteOnExit notwithstanding.
+                        deleteExtracted(directory);
+                    }
                 } catch (RuntimeException e) {
                     ibverbs = NOTHING;
                     rdmacm = NOTHING;
@@ -152,6 +157,17 @@ public final class NativeLibraries {
             throw new IllegalArgumentException(file + " does not exist");
         }
         return SymbolLookup.libraryLookup(file, Arena.global());
+    }
+
+    private static void deleteExtracted(Path directory) {
+        try {
+            for (String library : new String[] {IBVERBS, RDMACM}) {
+                Files.deleteIfExists(directory.resolve(library));
+            }
+            Files.deleteIfExists(directory);
+        } catch (IOException e) {
+            // deleteOnExit still has them
+        }
     }
 
     private static Path extractBundled() throws IOException {

@@ -128,6 +128,10 @@ class HostilePeerProcessTest {
         if (server != null) {
             server.close();
         }
+        if (serverRecording != null) {
+            Files.deleteIfExists(serverRecording);
+            Files.deleteIfExists(serverRecording.getParent());
+        }
     }
 
     /** Protocol violations after the handshake: the server closes that connection, naming the rule it broke. */
