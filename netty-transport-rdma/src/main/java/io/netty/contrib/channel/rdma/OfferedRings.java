@@ -9,16 +9,24 @@ import io.netty.contrib.channel.rdma.internal.verbs.ProtectionDomain;
  * The receive rings one connection offers its peer for large writes (docs/PROTOCOL.md §3), on demand: none while
  * only small messages flow; one, registered when the peer asks for it ({@code FLAG_WANTS_RING}) and withdrawn
  * when it has been idle; a new one when the buffers the reader holds pin half of the current one (zero-copy
- * delivery). A ring that is replaced or withdrawn retires: writes may still land in it until the peer confirms
- * the RING message that replaced it, and its memory lives on until the last buffer over it is released.
+ * delivery). Each ring is sized, when offered, by what is left of the loop's {@link RingMemory}; while that is too
+ * little, none is offered (large messages go on as SENDs) and the connection asks again later. A ring that is
+ * replaced or withdrawn retires: writes may still land in it until the peer confirms the RING message that
+ * replaced it, and its memory lives on until the last buffer over it is released.
  *
  * <p>Which ring a write landed in is told by the immediate's generation bit, which flips with every RING
  * message. Loop-thread confined.
  */
 final class OfferedRings {
     private final ProtectionDomain pd;
-    /** Bytes of each ring; 0 when this side offers none (large messages travel as SENDs). */
+    /** The loop's ring memory: bounds every ring's size. */
+    private final RingMemory memory;
+    /** Bytes of each ring at most; 0 when this side offers none (large messages travel as SENDs). */
     private final int size;
+    /** The smallest ring worth offering this connection. */
+    private final int minimum;
+    /** The size of the ring to announce next, set when {@link #announceDue()} says a new one is due. */
+    private int nextSize;
     /** No memory windows: rings are plain regions whose rkey works on every QP of the PD (explicitly allowed). */
     private final boolean pdWide;
     /** Writes expected outstanding in a ring at once: the receive credits. */
@@ -43,10 +51,12 @@ final class OfferedRings {
     /** Why the last ring registration failed, if it did; no more rings are offered. */
     private RuntimeException failure;
 
-    OfferedRings(ProtectionDomain pd, int size, boolean pdWide, int capacity, RdmaByteBufAllocator alloc,
-                 EventLoop loop, ReceiveRing.Owner owner) {
+    OfferedRings(ProtectionDomain pd, RingMemory memory, int size, int minimum, boolean pdWide, int capacity,
+                 RdmaByteBufAllocator alloc, EventLoop loop, ReceiveRing.Owner owner) {
         this.pd = pd;
+        this.memory = memory;
         this.size = size;
+        this.minimum = minimum;
         this.pdWide = pdWide;
         this.capacity = capacity;
         this.alloc = alloc;
@@ -97,17 +107,32 @@ final class OfferedRings {
 
     /**
      * Whether to send a RING message: a ring is wanted, the current one is idle, or held buffers pin half of it.
-     * Never while the peer may still write to a retired ring: there is one generation bit, so two rings at most.
+     * Never while the peer may still write to a retired ring: there is one generation bit, so two rings at most;
+     * nor, for a ring asked for, while the loop's ring memory has too little left for one. A ring that replaces one
+     * pinned by held buffers (zero copy, trusted peers) has the size of the one it replaces, whatever is left: the
+     * pinned ring returns its space only in order, so without the replacement the writer would wait for the
+     * reader, and a reader holding everything until the end would wait forever.
      */
     boolean announceDue() {
         if (retiredMayReceive) {
             return false;
         }
         if (current == null) {
-            return wanted && failure == null;
+            if (!wanted || failure != null) {
+                return false;
+            }
+            nextSize = memory.sizeFor(size, minimum);
+            return nextSize > 0;
         }
-        return idle || failure == null && retired == null && current.held > 0
-                && current.releases.pinned() >= current.size / 2;
+        if (idle) {
+            return true;
+        }
+        if (failure == null && retired == null && current.held > 0
+                && current.releases.pinned() >= current.size / 2) {
+            nextSize = (int) current.size;
+            return true;
+        }
+        return false;
     }
 
     /**
@@ -120,8 +145,12 @@ final class OfferedRings {
         if (idle) {
             return null;
         }
+        int ringSize = nextSize != 0 ? nextSize : memory.sizeFor(size, minimum);
+        if (ringSize == 0) {
+            throw new IllegalStateException("the loop's ring memory has no room for another ring");
+        }
         try {
-            return ReceiveRing.create(pd, size, pdWide, !generation, capacity, alloc, loop, owner);
+            return ReceiveRing.create(pd, memory, ringSize, pdWide, !generation, capacity, alloc, loop, owner);
         } catch (RuntimeException e) {
             failure = e;
             wanted = false;
@@ -140,6 +169,7 @@ final class OfferedRings {
         current = next;
         wanted = false;
         idle = false;
+        nextSize = 0;
     }
 
     /**

@@ -27,7 +27,9 @@ public final class RdmaChannelOption<T> extends ChannelOption<T> {
     /**
      * Bytes of the receive ring a connection offers its peer while large messages flow: registered when the peer
      * has a write larger than a receive slot waiting, given back after a second without writes. The ring is the
-     * only memory the peer may write remotely. 0 never offers one (everything by SEND). Default 1 MiB.
+     * only memory the peer may write remotely. 0 never offers one (everything by SEND). Default 1 MiB. The largest
+     * ring offered: the rings of one loop's connections together stay within
+     * {@link RdmaIoHandlerConfig#ringMemory(long)}, so while others stream a ring may be smaller, or come later.
      */
     public static final ChannelOption<Integer> RING_SIZE = valueOf(RdmaChannelOption.class, "RING_SIZE");
 

@@ -109,7 +109,8 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed {
         int maxCredits = config.getReceiveCredits();
         this.credits = new ReceiveWindow(initialCredits, maxCredits);
         this.received = new ReceivedQueue(maxCredits);
-        this.rings = new OfferedRings(pd, ringSize, !device.windows(), maxCredits, alloc, loop, this);
+        this.rings = new OfferedRings(pd, handler.ringMemory(), ringSize,
+                Math.max(RingMemory.MIN_RING, 8 * slotSize), !device.windows(), maxCredits, alloc, loop, this);
         this.group = handler.queueGroup(device, slotSize, sqDepth, initialCredits);
         int maxGather = Math.max(2, Math.min(Sender.MAX_GATHER, device.maxSge()));
         ByteBuf headers = null;

@@ -88,6 +88,8 @@ public final class RdmaIoHandler implements IoHandler {
     private int nextId;
     /** How long the adaptive loop spins before it blocks. */
     private final SpinPolicy spin;
+    /** The receive rings of this loop's connections together ({@link RdmaIoHandlerConfig#ringMemory}). */
+    private final RingMemory ringMemory;
     private volatile boolean blocked;
     private volatile boolean wakeRequested;
 
@@ -106,6 +108,7 @@ public final class RdmaIoHandler implements IoHandler {
         this.executor = executor;
         this.config = config;
         this.spin = new SpinPolicy(config.spinNanos());
+        this.ringMemory = new RingMemory(config.ringMemory());
         BY_LOOP.put(executor, this);
     }
 
@@ -255,6 +258,10 @@ public final class RdmaIoHandler implements IoHandler {
     void bindQueuePair(int qpNum, Registration registration) {
         byQpNum.put(qpNum, registration);
         queuePairCount = byQpNum.size();
+    }
+
+    RingMemory ringMemory() {
+        return ringMemory;
     }
 
     void unbindQueuePair(int qpNum) {

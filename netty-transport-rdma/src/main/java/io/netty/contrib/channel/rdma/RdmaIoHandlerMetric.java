@@ -67,12 +67,21 @@ public final class RdmaIoHandlerMetric {
         return handler.creditsGranted;
     }
 
+    /**
+     * Bytes of receive rings the loop's connections have registered now (offered, retired, or kept by buffers the
+     * application holds): at most {@link RdmaIoHandlerConfig#ringMemory()}, but for the replacement ring of a
+     * zero-copy connection whose ring is pinned by held buffers.
+     */
+    public long ringMemory() {
+        return handler.ringMemory().pinned();
+    }
+
     @Override
     public String toString() {
         return "RdmaIoHandlerMetric{polls=" + polls() + ", emptyPolls=" + emptyPolls() + ", completions="
                 + completions() + ", sleeps=" + sleeps() + ", wakeups=" + wakeups() + ", queueGroups="
                 + queueGroups() + ", queuePairs=" + queuePairs() + ", completionQueueEntries="
                 + completionQueueEntries() + ", completionQueueReserved=" + completionQueueReserved()
-                + ", receiveCreditsGranted=" + receiveCreditsGranted() + '}';
+                + ", receiveCreditsGranted=" + receiveCreditsGranted() + ", ringMemory=" + ringMemory() + '}';
     }
 }

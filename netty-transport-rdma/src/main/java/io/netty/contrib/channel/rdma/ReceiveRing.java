@@ -33,6 +33,7 @@ final class ReceiveRing extends ExternalRegion {
     }
 
     private final Arena arena;
+    private final RingMemory budget;
     private final EventLoop loop;
     private final Owner owner;
     final MemorySegment memory;
@@ -58,10 +59,11 @@ final class ReceiveRing extends ExternalRegion {
      */
     final AtomicInteger refs = new AtomicInteger(1);
 
-    private ReceiveRing(Arena arena, MemorySegment memory, MemoryRegion mr, MemoryWindow window, boolean generation,
-                        int capacity, RdmaByteBufAllocator alloc, EventLoop loop, Owner owner) {
+    private ReceiveRing(Arena arena, RingMemory budget, MemorySegment memory, MemoryRegion mr, MemoryWindow window,
+                        boolean generation, int capacity, RdmaByteBufAllocator alloc, EventLoop loop, Owner owner) {
         super(memory, mr.lkey(), alloc.pool());
         this.arena = arena;
+        this.budget = budget;
         this.memory = memory;
         this.mr = mr;
         this.window = window;
@@ -78,11 +80,12 @@ final class ReceiveRing extends ExternalRegion {
      * bind on the connection's queue pair ({@link #bindWindow}) before its rkey is announced, or, with
      * {@code pdWide}, a region whose own rkey grants remote writes on every queue pair of the protection domain.
      *
+     * @param budget the loop's ring memory, which the ring counts against until its memory is freed
      * @param capacity writes expected outstanding at once (grows if more are)
      * @throws MemoryRegistrationException when the device refuses the registration
      */
-    static ReceiveRing create(ProtectionDomain pd, int size, boolean pdWide, boolean generation, int capacity,
-                              RdmaByteBufAllocator alloc, EventLoop loop, Owner owner) {
+    static ReceiveRing create(ProtectionDomain pd, RingMemory budget, int size, boolean pdWide, boolean generation,
+                              int capacity, RdmaByteBufAllocator alloc, EventLoop loop, Owner owner) {
         Arena arena = Arena.ofShared();
         MemoryRegion mr = null;
         try {
@@ -96,7 +99,10 @@ final class ReceiveRing extends ExternalRegion {
                 throw MemoryRegistrationException.of("a connection's receive ring", size, e);
             }
             MemoryWindow window = pdWide ? null : pd.allocMw(IbvMwType.TYPE_2);
-            return new ReceiveRing(arena, memory, mr, window, generation, capacity, alloc, loop, owner);
+            ReceiveRing ring = new ReceiveRing(arena, budget, memory, mr, window, generation, capacity, alloc, loop,
+                    owner);
+            budget.reserve(ring.size);
+            return ring;
         } catch (RuntimeException e) {
             if (mr != null) {
                 mr.close();
@@ -151,6 +157,7 @@ final class ReceiveRing extends ExternalRegion {
                 mr.close();
             } finally {
                 arena.close();
+                budget.release(size);
             }
         }
     }

@@ -43,10 +43,15 @@ class OfferedRingsTest {
     private OfferedRings rings;
 
     private OfferedRings newRings() {
+        return rings = newRings(new RingMemory(4 * RING));
+    }
+
+    private static OfferedRings newRings(RingMemory memory) {
         // Plain regions (PD-wide rkeys): a window would need a queue pair to bind it on.
-        rings = new OfferedRings(device.pd(), RING, true, 16, device.allocator(), loop,
-                (r, seq) -> rings.bufferReleased(r, seq));
-        return rings;
+        OfferedRings[] self = new OfferedRings[1];
+        self[0] = new OfferedRings(device.pd(), memory, RING, QUARTER, true, 16, device.allocator(), loop,
+                (r, seq) -> self[0].bufferReleased(r, seq));
+        return self[0];
     }
 
     private static <T> T onLoop(Callable<T> task) throws Exception {
@@ -142,6 +147,67 @@ class OfferedRingsTest {
             assertThat(rings.mayHold(second, seq)).isTrue();
             rings.delivered(second, seq);
             rings.release();
+            return null;
+        });
+        assertThat(regions()).isEqualTo(before);
+    }
+
+    @Test
+    void ringMemorySizesEachNewRingAndGivesNoneWhenTooLittleIsLeft() {
+        RingMemory memory = new RingMemory(3 * RING / 2);
+        // Nothing pinned: a whole ring. Then at most half of what is left, in pages, down to the minimum.
+        assertThat(memory.sizeFor(RING, QUARTER)).isEqualTo(RING);
+        memory.reserve(RING);
+        assertThat(memory.sizeFor(RING, QUARTER)).isEqualTo(QUARTER);
+        memory.reserve(QUARTER);
+        assertThat(memory.sizeFor(RING, QUARTER)).isZero();
+        assertThat(memory.sizeFor(RING, 4096)).isEqualTo(RING / 8);
+        memory.release(RING);
+        assertThat(memory.sizeFor(RING, QUARTER)).isEqualTo((3 * RING / 2 - QUARTER) / 2);
+        memory.release(QUARTER);
+        assertThat(memory.pinned()).isZero();
+        // A limit below one ring: the one ring gets all of it; a wanted size below the minimum is not refused.
+        assertThat(new RingMemory(RING / 2).sizeFor(RING, QUARTER)).isEqualTo(RING / 2);
+        assertThat(memory.sizeFor(8192, QUARTER)).isEqualTo(8192);
+        assertThat(new RingMemory(0).sizeFor(RING, QUARTER)).isZero();
+    }
+
+    @Test
+    void connectionsShareTheLoopsRingMemoryAndAWaitingOneGetsARingWhenAnotherIsFreed() throws Exception {
+        long before = regions();
+        RingMemory memory = new RingMemory(3 * RING / 2);
+        onLoop(() -> {
+            OfferedRings a = newRings(memory);
+            OfferedRings b = newRings(memory);
+            OfferedRings c = newRings(memory);
+            a.peerWantsRing();
+            assertThat(a.announceDue()).isTrue();
+            ReceiveRing ringA = a.next();
+            a.announced(ringA);
+            assertThat(ringA.size).isEqualTo(RING);
+            b.peerWantsRing();
+            assertThat(b.announceDue()).isTrue();
+            ReceiveRing ringB = b.next();
+            b.announced(ringB);
+            assertThat(ringB.size).isEqualTo(QUARTER);
+            assertThat(memory.pinned()).isEqualTo(RING + QUARTER);
+            // A quarter of a ring is left: half of it is under the minimum, so c waits, asking.
+            c.peerWantsRing();
+            assertThat(c.announceDue()).isFalse();
+            // a's ring goes idle and is withdrawn; once the peer has left it, its memory is free for c.
+            assertThat(a.checkIdle()).isTrue();
+            assertThat(a.next()).isNull();
+            a.announced(null);
+            assertThat(c.announceDue()).isFalse();
+            a.peerLeftRetired();
+            assertThat(memory.pinned()).isEqualTo(QUARTER);
+            assertThat(c.announceDue()).isTrue();
+            ReceiveRing ringC = c.next();
+            c.announced(ringC);
+            assertThat(ringC.size).isEqualTo((RING + QUARTER) / 2 & -4096);
+            b.release();
+            c.release();
+            assertThat(memory.pinned()).isZero();
             return null;
         });
         assertThat(regions()).isEqualTo(before);

@@ -78,6 +78,8 @@ public final class RdmaMeterBinder implements MeterBinder {
                     RdmaIoHandlerMetric::completionQueueReserved, t, null);
             gauge(registry, "rdma.loop.credits.granted", "receive credits granted to the loop's peers", m,
                     RdmaIoHandlerMetric::receiveCreditsGranted, t, null);
+            gauge(registry, "rdma.loop.ring.memory", "bytes of receive rings the loop's connections pin", m,
+                    RdmaIoHandlerMetric::ringMemory, t, BaseUnits.BYTES);
         }
         RdmaByteBufAllocator.Metric a = allocator.metric();
         gauge(registry, "rdma.allocator.memory.registered", "bytes registered with the device, free ones too", a,

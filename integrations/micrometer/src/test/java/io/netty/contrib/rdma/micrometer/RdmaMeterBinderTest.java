@@ -72,6 +72,9 @@ class RdmaMeterBinderTest {
             // Both ends' sends and receives: at least one completion per message each way.
             assertThat(completions).isGreaterThanOrEqualTo(2 * ECHOES).isLessThanOrEqualTo(expected);
             assertThat(registry.get("rdma.loop.queue.pairs").gauges()).hasSize(2);
+            // small echoes: no ring was asked for
+            assertThat(registry.get("rdma.loop.ring.memory").gauges()).hasSize(2)
+                    .allSatisfy(g -> assertThat(g.value()).isZero());
             assertThat(registry.get("rdma.allocator.memory.registered").gauge().value()).isPositive();
 
             client.close().sync();
