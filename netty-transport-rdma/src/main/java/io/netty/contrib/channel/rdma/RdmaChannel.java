@@ -659,7 +659,10 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             return;
         }
         if (!isOpen()) {
-            if (state == State.LINGERING && c.sendsDone()) {
+            // A peer that disconnected has moved its queue pair to ERR: what is still in flight will never be
+            // acknowledged, and nobody is left to read it. Waiting would only hold the queue pair, its slots and
+            // its ring until the transport retries ran out (seconds), or LINGER_MILLIS.
+            if (state == State.LINGERING && (c.sendsDone() || peerGone)) {
                 teardown(true);
             }
             return;

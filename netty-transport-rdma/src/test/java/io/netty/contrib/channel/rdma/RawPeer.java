@@ -155,6 +155,16 @@ final class RawPeer implements AutoCloseable {
         return event;
     }
 
+    /** Moves the queue pair to ERR without telling the server: its sends to this peer go unacknowledged. */
+    void stopAnswering() {
+        qp.modifyToError();
+    }
+
+    /** {@code rdma_disconnect}: the server gets DISCONNECTED. */
+    void disconnect() {
+        id.disconnect();
+    }
+
     @Override
     public void close() {
         if (qp != null) {
