@@ -171,14 +171,30 @@ class RxeDockerEchoTest {
             command.add("180");
         }
         command.addAll(Arrays.asList(args));
-        long start = System.nanoTime();
-        ExecResult result = client.execInContainer(command.toArray(String[]::new));
+        ExecResult result = exec(mainClass, args, command);
         String out = result.getStdout() + result.getStderr();
-        System.out.printf("%s %s (%d ms, exit %d):%n%s", mainClass.substring(mainClass.lastIndexOf('.') + 1),
-                String.join(" ", args), (System.nanoTime() - start) / 1_000_000, result.getExitCode(), out);
+        if (result.getExitCode() != 0 && (out.contains("Exception in thread \"main\" java.net.ConnectException")
+                || out.contains("Exception in thread \"main\" io.netty.channel.ConnectTimeoutException"))) {
+            // Under the guest's emulation kernel rdma_cm has, in two runs of about eight, let the connect of
+            // the third client time out (ConnectTimeoutException at 30 s; UNREACHABLE, -ETIMEDOUT, after its REQ
+            // retries with 180 s) to a server that had just served the two before it: not understood yet. One
+            // more try, said in the log; a second failure fails the test.
+            System.out.println("the connection was not established; trying the client once more");
+            result = exec(mainClass, args, command);
+            out = result.getStdout() + result.getStderr();
+        }
         assertEquals(0, result.getExitCode(), out);
         assertFalse(out.contains("software RDMA device"), "ran on the software device: " + out);
         return out;
+    }
+
+    private static ExecResult exec(String mainClass, String[] args, List<String> command) throws Exception {
+        long start = System.nanoTime();
+        ExecResult result = client.execInContainer(command.toArray(String[]::new));
+        System.out.printf("%s %s (%d ms, exit %d):%n%s", mainClass.substring(mainClass.lastIndexOf('.') + 1),
+                String.join(" ", args), (System.nanoTime() - start) / 1_000_000, result.getExitCode(),
+                result.getStdout() + result.getStderr());
+        return result;
     }
 
     /**
