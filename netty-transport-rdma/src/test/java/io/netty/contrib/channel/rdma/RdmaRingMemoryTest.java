@@ -20,7 +20,6 @@ import org.junit.jupiter.api.Timeout;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.Random;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
@@ -65,7 +64,7 @@ class RdmaRingMemoryTest {
                 RdmaIoHandler.newFactory(new RdmaIoHandlerConfig().ringMemory(limit)));
         clientGroup = new MultiThreadIoEventLoopGroup(1, RdmaIoHandler.newFactory());
         Channel server = server(received, total);
-        byte[] message = random(MIB, 1);
+        byte[] message = RdmaReceiveRingTest.random(MIB, 1);
         CRC32 expected = new CRC32();
         for (int i = 0; i < total / MIB; i++) {
             expected.update(message);
@@ -115,7 +114,7 @@ class RdmaRingMemoryTest {
                 RdmaIoHandler.newFactory(new RdmaIoHandlerConfig().ringMemory(0)));
         clientGroup = new MultiThreadIoEventLoopGroup(1, RdmaIoHandler.newFactory());
         Channel server = server(received, 4 * MIB);
-        byte[] message = random(4 * MIB, 2);
+        byte[] message = RdmaReceiveRingTest.random(4 * MIB, 2);
         CRC32 expected = new CRC32();
         expected.update(message);
         Channel client = new Bootstrap().group(clientGroup).channel(RdmaChannel.class)
@@ -169,11 +168,5 @@ class RdmaRingMemoryTest {
             Thread.sleep(10);
         }
         assertThat(loop.ringMemory()).as("ring memory pinned").isEqualTo(expected);
-    }
-
-    private static byte[] random(int size, long seed) {
-        byte[] b = new byte[size];
-        new Random(seed).nextBytes(b);
-        return b;
     }
 }
