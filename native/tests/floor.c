@@ -7,7 +7,9 @@
  *                                          half a round trip (ib_send_lat's t_typical). The operation
  *                                          is the one the transport uses for that size: SEND up to
  *                                          8 KiB (its receive slot), RDMA WRITE WITH IMMEDIATE above;
- *                                          the path MTU is the port's active MTU, as rdma_cm sets it
+ *                                          the path MTU is the port's active MTU, as rdma_cm sets it;
+ *                                          -o: both sides on ONE thread, in turn (the echo's whole CPU
+ *                                          cost in sequence, no exchange between cores)
  *   floor tcp [-s bytes] [-t seconds]      TCP loopback throughput between two processes, one
  *                                          writer and one reader of bytes-sized writes (MB/s = 10^6)
  *   floor connect [-n conns] [-w wave] [-a addr]
@@ -121,6 +123,24 @@ static void *pong(void *arg)
 	return NULL;
 }
 
+/* both ends on this thread: send, the peer receives and answers, receive */
+static void ping_one_thread(struct side *s)
+{
+	struct side *p = s->peer;
+
+	for (int i = 0; i < s->iters; i++) {
+		uint64_t t = now_ns();
+
+		post_send(s);
+		wait_recv(p);
+		post_recv(p);
+		post_send(p);
+		wait_recv(s);
+		post_recv(s);
+		s->rtt[i] = now_ns() - t;
+	}
+}
+
 static void ping(struct side *s)
 {
 	for (int i = 0; i < s->iters; i++) {
@@ -172,7 +192,7 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static int pingpong(int iters, int size)
+static int pingpong(int iters, int size, int one_thread)
 {
 	struct ibv_device **list = ibv_get_device_list(NULL);
 	struct ibv_context *ctx;
@@ -217,13 +237,17 @@ static int pingpong(int iters, int size)
 	s[0].rtt = calloc((size_t)(iters + warm), sizeof(uint64_t));
 	post_recv(&s[0]);
 	post_recv(&s[1]);
-	if (pthread_create(&th, NULL, pong, &s[1]))
-		die("pthread_create");
-	ping(&s[0]);
-	pthread_join(th, NULL);
+	if (one_thread) {
+		ping_one_thread(&s[0]);
+	} else {
+		if (pthread_create(&th, NULL, pong, &s[1]))
+			die("pthread_create");
+		ping(&s[0]);
+		pthread_join(th, NULL);
+	}
 	qsort(s[0].rtt + warm, (size_t)iters, sizeof(uint64_t), cmp_u64);
-	printf("pingpong %d B in-process (%s): half round trip p50 %.2f us  p99 %.2f us  (round trip p50 %.2f us)\n",
-	       size, size > SEND_MAX ? "write with immediate" : "send", s[0].rtt[warm + iters / 2] / 2000.0, s[0].rtt[warm + iters * 99 / 100] / 2000.0,
+	printf("pingpong %d B in-process%s (%s): half round trip p50 %.2f us  p99 %.2f us  (round trip p50 %.2f us)\n",
+	       size, one_thread ? ", one thread" : "", size > SEND_MAX ? "write with immediate" : "send", s[0].rtt[warm + iters / 2] / 2000.0, s[0].rtt[warm + iters * 99 / 100] / 2000.0,
 	       s[0].rtt[warm + iters / 2] / 1000.0);
 	for (int i = 0; i < 2; i++) {
 		ibv_destroy_qp(s[i].qp);
@@ -455,18 +479,19 @@ static int conn_rate(int n, int wave, const char *addr)
 
 int main(int argc, char **argv)
 {
-	int iters = 20000, size = -1, opt, wave = 200;
+	int iters = 20000, size = -1, opt, wave = 200, one_thread = 0;
 	double seconds = 3;
 	const char *addr = "127.0.0.1";
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: floor pingpong [-n iters] [-s bytes] | floor tcp [-s bytes] [-t seconds] |\n"
+		fprintf(stderr, "usage: floor pingpong [-n iters] [-s bytes] [-o] | floor tcp [-s bytes] [-t seconds] |\n"
 				"       floor connect [-n conns] [-w wave] [-a addr]\n");
 		return 2;
 	}
 	optind = 2;
-	while ((opt = getopt(argc, argv, "n:s:t:w:a:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:s:t:w:a:o")) != -1) {
 		switch (opt) {
+		case 'o': one_thread = 1; break;
 		case 'w': wave = atoi(optarg); break;
 		case 'a': addr = optarg; break;
 		case 'n': iters = atoi(optarg); break;
@@ -477,7 +502,7 @@ int main(int argc, char **argv)
 	}
 	signal(SIGPIPE, SIG_IGN);
 	if (!strcmp(argv[1], "pingpong"))
-		return pingpong(iters < 10 ? 10 : iters, size < 1 ? 64 : size);
+		return pingpong(iters < 10 ? 10 : iters, size < 1 ? 64 : size, one_thread);
 	if (!strcmp(argv[1], "tcp"))
 		return tcp(size < 1 ? 1 << 20 : size, seconds);
 	if (!strcmp(argv[1], "connect"))

@@ -25,8 +25,8 @@ import java.util.concurrent.TimeUnit;
  * {@code native/bench/verbs_pingpong}, the raw-verbs floor measured the same way.
  *
  * <p>{@code InProcessEcho [--transports rdma-busy-poll,rdma,epoll] [--sizes 64,4096,65536] [--warmup N]
- * [--count N] [--stream-sizes 64,1024] [--repeat N] [--floor 64=1.6,4096=2.1,... | --floor-command
- * native/tests/build/floor [--floor-libraries native/build/lib]] [--out page.md]}: one line
+ * [--count N] [--stream-sizes 64,1024] [--one-loop-sizes 64,4096,65536] [--repeat N] [--floor 64=1.6,4096=2.1,... |
+ * --floor-command native/tests/build/floor [--floor-libraries native/build/lib]] [--out page.md]}: one line
  * per transport and size with p50 / p99 round trip, CPU and sleeps per echo of both loops; then one line per
  * transport and streaming size: one connection writing messages of that size, each its own buffer, while the channel
  * is writable (a flush per batch), to a sink that counts them. With {@code --repeat} every row is measured that many
@@ -34,6 +34,11 @@ import java.util.concurrent.TimeUnit;
  * {@code floor pingpong} in the same run; {@code --floor-command} runs that program itself at the start of every
  * repeat, so that each ratio is taken within a repeat ({@code microbench/in-process.sh} does this); {@code --out}
  * writes the table with the ratios and goals of issue 14 as markdown.
+ *
+ * <p>With {@code --floor-command}, every repeat also measures the echo with both ends on ONE loop thread (RdmaChannel
+ * busy-poll) against {@code floor pingpong -o} (both QPs on one thread): the round trip is then the whole CPU cost of
+ * the echo in sequence, with no exchange between cores, whose speed on a shared VM changes from one minute to the
+ * next; the ratio is the transport's cost per echo over the verbs' alone. {@code --one-loop-sizes ''} leaves it out.
  */
 public final class InProcessEcho {
     private InProcessEcho() {
@@ -45,6 +50,23 @@ public final class InProcessEcho {
             return String.format(Locale.ROOT, "%-15s %7d B  stream %6.3f M msg/s  %8.1f MB/s", transport, size,
                     messagesPerSecond / 1e6, messagesPerSecond * size / 1e6);
         }
+    }
+
+    /** The echo with both ends on one thread: raw verbs, RdmaChannel, and the median of their ratios. */
+    record OneLoopRow(int size, double floorMicros, double p50Micros, double ratio) {
+        String line() {
+            return String.format(Locale.ROOT, "one thread %7d B  raw verbs p50 %6.2f us  rdma-busy-poll p50 %6.2f us"
+                    + "  (%.2fx)", size, floorMicros, p50Micros, ratio);
+        }
+    }
+
+    private static int[] sizesOf(String list) {
+        String[] s = list.isEmpty() ? new String[0] : list.split(",");
+        int[] sizes = new int[s.length];
+        for (int j = 0; j < s.length; j++) {
+            sizes[j] = Integer.parseInt(s[j]);
+        }
+        return sizes;
     }
 
     /** One measured row. */
@@ -63,6 +85,7 @@ public final class InProcessEcho {
         long warmup = 50_000;
         long count = 200_000;
         int[] streamSizes = {64, 1024};
+        int[] oneLoopSizes = null;
         int repeat = 1;
         java.util.Map<Integer, Double> floor = new java.util.TreeMap<>();
         String out = null;
@@ -72,25 +95,14 @@ public final class InProcessEcho {
             switch (args[i]) {
                 case "--transports" -> {
                     List<Transport> list = new ArrayList<>();
-                    for (String t : args[++i].split(",")) {
+                    for (String t : args[++i].isEmpty() ? new String[0] : args[i].split(",")) {
                         list.add(Transport.of(t));
                     }
                     transports = list;
                 }
-                case "--sizes" -> {
-                    String[] s = args[++i].split(",");
-                    sizes = new int[s.length];
-                    for (int j = 0; j < s.length; j++) {
-                        sizes[j] = Integer.parseInt(s[j]);
-                    }
-                }
-                case "--stream-sizes" -> {
-                    String[] s = args[++i].isEmpty() ? new String[0] : args[i].split(",");
-                    streamSizes = new int[s.length];
-                    for (int j = 0; j < s.length; j++) {
-                        streamSizes[j] = Integer.parseInt(s[j]);
-                    }
-                }
+                case "--sizes" -> sizes = sizesOf(args[++i]);
+                case "--stream-sizes" -> streamSizes = sizesOf(args[++i]);
+                case "--one-loop-sizes" -> oneLoopSizes = sizesOf(args[++i]);
                 case "--repeat" -> repeat = Integer.parseInt(args[++i]);
                 case "--out" -> out = args[++i];
                 case "--floor" -> {
@@ -106,6 +118,9 @@ public final class InProcessEcho {
                 default -> throw new IllegalArgumentException("unknown option " + args[i]);
             }
         }
+        if (oneLoopSizes == null) {
+            oneLoopSizes = floorCommand == null ? new int[0] : sizes;
+        }
         // Repeats interleave the floor and the transports: on a shared VM the speed of the two cores' exchange
         // changes by several times from one minute to the next, so each ratio is taken within one repeat, from rows
         // measured a few seconds apart, and the page shows the median of those ratios.
@@ -114,14 +129,22 @@ public final class InProcessEcho {
             runsOf.put(t, new ArrayList<>());
         }
         List<java.util.Map<Integer, Double>> floorRuns = new ArrayList<>();
+        List<java.util.Map<Integer, Double>> oneThreadFloorRuns = new ArrayList<>();
+        List<List<Row>> oneLoopRuns = new ArrayList<>();
         for (int r = 0; r < repeat; r++) {
+            if (floorCommand != null && oneLoopSizes.length > 0) {
+                java.util.Map<Integer, Double> f = floor(floorCommand, floorLibraries, oneLoopSizes, true);
+                System.out.println("raw verbs, one thread (repeat " + (r + 1) + "): " + f);
+                oneThreadFloorRuns.add(f);
+                oneLoopRuns.add(run(Transport.RDMA_BUSY_POLL, oneLoopSizes, warmup, count, true));
+            }
             if (floorCommand != null) {
-                java.util.Map<Integer, Double> f = floor(floorCommand, floorLibraries, sizes);
+                java.util.Map<Integer, Double> f = floor(floorCommand, floorLibraries, sizes, false);
                 System.out.println("raw verbs (repeat " + (r + 1) + "): " + f);
                 floorRuns.add(f);
             }
             for (Transport t : transports) {
-                runsOf.get(t).add(run(t, sizes, warmup, count));
+                runsOf.get(t).add(run(t, sizes, warmup, count, false));
             }
         }
         if (!floorRuns.isEmpty()) {
@@ -163,6 +186,19 @@ public final class InProcessEcho {
                 System.out.println(median.line());
             }
         }
+        List<OneLoopRow> oneLoopRows = new ArrayList<>();
+        for (int j = 0; j < oneLoopSizes.length && !oneLoopRuns.isEmpty(); j++) {
+            int at = j;
+            int size = oneLoopSizes[j];
+            List<Double> ratios = new ArrayList<>();
+            for (int r = 0; r < oneLoopRuns.size(); r++) {
+                ratios.add(oneLoopRuns.get(r).get(at).p50Micros / oneThreadFloorRuns.get(r).get(size));
+            }
+            OneLoopRow row = new OneLoopRow(size, median(oneThreadFloorRuns.stream().map(f -> f.get(size)).toList()),
+                    median(oneLoopRuns.stream().map(l -> l.get(at).p50Micros).toList()), median(ratios));
+            oneLoopRows.add(row);
+            System.out.println(row.line());
+        }
         List<StreamRow> streamRows = new ArrayList<>();
         for (Transport t : transports) {
             List<List<StreamRow>> runs = new ArrayList<>();
@@ -179,7 +215,7 @@ public final class InProcessEcho {
             }
         }
         if (out != null) {
-            java.nio.file.Files.writeString(java.nio.file.Path.of(out), page(rows, streamRows, floor, busyOverFloor,
+            java.nio.file.Files.writeString(java.nio.file.Path.of(out), page(rows, oneLoopRows, streamRows, floor, busyOverFloor,
                     adaptiveOverBusy, sizes, streamSizes, repeat));
         }
     }
@@ -194,12 +230,17 @@ public final class InProcessEcho {
      * Runs {@code floor pingpong} for each size (the raw-verbs floor, two threads of one C process) and returns
      * its round trip p50 in µs by size.
      */
-    static java.util.Map<Integer, Double> floor(String command, String libraries, int[] sizes) throws Exception {
+    static java.util.Map<Integer, Double> floor(String command, String libraries, int[] sizes, boolean oneThread)
+            throws Exception {
         java.util.Map<Integer, Double> result = new java.util.TreeMap<>();
         java.util.regex.Pattern p50 = java.util.regex.Pattern.compile("round trip p50 ([0-9.]+) us");
         for (int size : sizes) {
-            ProcessBuilder pb = new ProcessBuilder(command, "pingpong", "-n", "200000", "-s", Integer.toString(size))
-                    .redirectErrorStream(true);
+            List<String> argv = new ArrayList<>(List.of(command, "pingpong", "-n", "200000", "-s",
+                    Integer.toString(size)));
+            if (oneThread) {
+                argv.add("-o");
+            }
+            ProcessBuilder pb = new ProcessBuilder(argv).redirectErrorStream(true);
             if (libraries != null) {
                 pb.environment().put("LD_LIBRARY_PATH", libraries);
             }
@@ -238,7 +279,8 @@ public final class InProcessEcho {
     }
 
     /** The markdown page: echo p50 with the ratios the issue sets goals for, then streaming rates. */
-    static String page(List<Row> rows, List<StreamRow> streamRows, java.util.Map<Integer, Double> floor,
+    static String page(List<Row> rows, List<OneLoopRow> oneLoopRows, List<StreamRow> streamRows,
+                       java.util.Map<Integer, Double> floor,
                        java.util.Map<Integer, Double> busyOverFloor, java.util.Map<Integer, Double> adaptiveOverBusy,
                        int[] sizes, int[] streamSizes, int repeat) {
         StringBuilder b = new StringBuilder();
@@ -276,6 +318,22 @@ public final class InProcessEcho {
                     .append(" | ").append(adaptive == null ? "–"
                             : String.format(Locale.ROOT, "%.3f", adaptive.sleepsPerEcho))
                     .append(" | ").append(micros(epoll)).append(" |\n");
+        }
+        if (!oneLoopRows.isEmpty()) {
+            b.append("""
+
+                    Both ends on ONE thread (RdmaChannel busy-poll: server and client channels on one event loop; raw
+                    verbs: `floor pingpong -o`, both queue pairs polled in turn by one thread): the round trip is the
+                    whole CPU cost of the echo in sequence, with no exchange between cores, so this ratio is the
+                    transport's cost per echo over the verbs' alone, and it holds still from one minute to the next.
+
+                    | echo p50 round trip on one thread (µs) | raw verbs | RdmaChannel | ÷ raw verbs |
+                    | --- | ---: | ---: | ---: |
+                    """);
+            for (OneLoopRow r : oneLoopRows) {
+                b.append(String.format(Locale.ROOT, "| %d B | %.2f | %.2f | %.2f× |%n", r.size, r.floorMicros,
+                        r.p50Micros, r.ratio));
+            }
         }
         b.append("""
 
@@ -349,12 +407,18 @@ public final class InProcessEcho {
         return ack.get() - start;
     }
 
-    /** Measures {@code count} echoes of each size after {@code warmup} echoes, on two fresh loops. */
-    static List<Row> run(Transport transport, int[] sizes, long warmup, long count) throws Exception {
-        LoopThreads serverThreads = new LoopThreads(transport.key() + "-server");
-        LoopThreads clientThreads = new LoopThreads(transport.key() + "-client");
+    /**
+     * Measures {@code count} echoes of each size after {@code warmup} echoes, on two fresh loops, or with {@code
+     * oneLoop} on one fresh loop that serves both ends.
+     */
+    static List<Row> run(Transport transport, int[] sizes, long warmup, long count, boolean oneLoop)
+            throws Exception {
+        String name = oneLoop ? transport.key() + "-one-loop" : transport.key();
+        LoopThreads serverThreads = new LoopThreads(name + (oneLoop ? "" : "-server"));
         EventLoopGroup serverGroup = new MultiThreadIoEventLoopGroup(1, serverThreads, transport.ioHandlerFactory());
-        EventLoopGroup clientGroup = new MultiThreadIoEventLoopGroup(1, clientThreads, transport.ioHandlerFactory());
+        LoopThreads clientThreads = oneLoop ? null : new LoopThreads(name + "-client");
+        EventLoopGroup clientGroup = oneLoop ? serverGroup
+                : new MultiThreadIoEventLoopGroup(1, clientThreads, transport.ioHandlerFactory());
         List<Row> rows = new ArrayList<>();
         try {
             Channel server = new ServerBootstrap().group(serverGroup).channel(transport.serverChannel())
@@ -369,21 +433,23 @@ public final class InProcessEcho {
                 pingPong.prepare(size);
                 pingPong.run(null, TimeUnit.SECONDS.toNanos(60), warmup);
                 Histogram histogram = new Histogram(BenchClient.MAX_RTT_NANOS, 3);
-                long cpu = serverThreads.cpuNanos() + clientThreads.cpuNanos();
-                long sleeps = serverThreads.sleeps() + clientThreads.sleeps();
-                long heap = serverThreads.allocatedBytes() + clientThreads.allocatedBytes();
+                long cpu = serverThreads.cpuNanos() + (oneLoop ? 0 : clientThreads.cpuNanos());
+                long sleeps = serverThreads.sleeps() + (oneLoop ? 0 : clientThreads.sleeps());
+                long heap = serverThreads.allocatedBytes() + (oneLoop ? 0 : clientThreads.allocatedBytes());
                 long echoes = pingPong.run(histogram, TimeUnit.SECONDS.toNanos(60), count);
-                cpu = serverThreads.cpuNanos() + clientThreads.cpuNanos() - cpu;
-                sleeps = serverThreads.sleeps() + clientThreads.sleeps() - sleeps;
-                heap = serverThreads.allocatedBytes() + clientThreads.allocatedBytes() - heap;
-                rows.add(new Row(transport.key(), size, histogram.getValueAtPercentile(50) / 1e3,
+                cpu = serverThreads.cpuNanos() + (oneLoop ? 0 : clientThreads.cpuNanos()) - cpu;
+                sleeps = serverThreads.sleeps() + (oneLoop ? 0 : clientThreads.sleeps()) - sleeps;
+                heap = serverThreads.allocatedBytes() + (oneLoop ? 0 : clientThreads.allocatedBytes()) - heap;
+                rows.add(new Row(name, size, histogram.getValueAtPercentile(50) / 1e3,
                         histogram.getValueAtPercentile(99) / 1e3, cpu / 1e3 / echoes, (double) sleeps / echoes,
                         (double) heap / echoes, echoes));
             }
             client.close().sync();
             server.close().sync();
         } finally {
-            clientGroup.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
+            if (clientGroup != serverGroup) {
+                clientGroup.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
+            }
             serverGroup.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
         }
         return rows;
