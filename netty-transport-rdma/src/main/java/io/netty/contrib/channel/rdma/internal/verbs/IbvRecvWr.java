@@ -1,7 +1,6 @@
 package io.netty.contrib.channel.rdma.internal.verbs;
 
 import java.lang.foreign.GroupLayout;
-import java.lang.invoke.VarHandle;
 
 import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.*;
 
@@ -13,10 +12,10 @@ final class IbvRecvWr {
             POINTER_BITS.withName("sg_list"),
             U32.withName("num_sge"));
     static final long SIZE = LAYOUT.byteSize();
-    static final VarHandle WR_ID = field(LAYOUT, "wr_id");
-    static final VarHandle NEXT = field(LAYOUT, "next");
-    static final VarHandle SG_LIST = field(LAYOUT, "sg_list");
-    static final VarHandle NUM_SGE = field(LAYOUT, "num_sge");
+    static final long WR_ID = offset(LAYOUT, "wr_id");
+    static final long NEXT = offset(LAYOUT, "next");
+    static final long SG_LIST = offset(LAYOUT, "sg_list");
+    static final long NUM_SGE = offset(LAYOUT, "num_sge");
 
     private IbvRecvWr() {
     }

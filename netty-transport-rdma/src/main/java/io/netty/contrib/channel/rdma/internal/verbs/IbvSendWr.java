@@ -1,7 +1,6 @@
 package io.netty.contrib.channel.rdma.internal.verbs;
 
 import java.lang.foreign.GroupLayout;
-import java.lang.invoke.VarHandle;
 
 import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.*;
 
@@ -39,26 +38,26 @@ final class IbvSendWr {
                             U32.withName("rkey"),
                             IbvMwBindInfo.LAYOUT.withName("bind_info")).withName("bind_mw")));
     static final long SIZE = LAYOUT.byteSize();
-    static final VarHandle WR_ID = field(LAYOUT, "wr_id");
-    static final VarHandle NEXT = field(LAYOUT, "next");
-    static final VarHandle SG_LIST = field(LAYOUT, "sg_list");
-    static final VarHandle NUM_SGE = field(LAYOUT, "num_sge");
-    static final VarHandle OPCODE = field(LAYOUT, "opcode");
-    static final VarHandle SEND_FLAGS = field(LAYOUT, "send_flags");
-    static final VarHandle IMM_DATA = field(LAYOUT, "imm_data");
-    static final VarHandle INVALIDATE_RKEY = field(LAYOUT, "invalidate_rkey");
-    static final VarHandle WR_RDMA_REMOTE_ADDR = field(LAYOUT, "wr.rdma.remote_addr");
-    static final VarHandle WR_RDMA_RKEY = field(LAYOUT, "wr.rdma.rkey");
-    static final VarHandle WR_ATOMIC_REMOTE_ADDR = field(LAYOUT, "wr.atomic.remote_addr");
-    static final VarHandle WR_ATOMIC_COMPARE_ADD = field(LAYOUT, "wr.atomic.compare_add");
-    static final VarHandle WR_ATOMIC_SWAP = field(LAYOUT, "wr.atomic.swap");
-    static final VarHandle WR_ATOMIC_RKEY = field(LAYOUT, "wr.atomic.rkey");
-    static final VarHandle BIND_MW_MW = field(LAYOUT, "bind_mw.mw");
-    static final VarHandle BIND_MW_RKEY = field(LAYOUT, "bind_mw.rkey");
-    static final VarHandle BIND_MW_MR = field(LAYOUT, "bind_mw.bind_info.mr");
-    static final VarHandle BIND_MW_ADDR = field(LAYOUT, "bind_mw.bind_info.addr");
-    static final VarHandle BIND_MW_LENGTH = field(LAYOUT, "bind_mw.bind_info.length");
-    static final VarHandle BIND_MW_ACCESS_FLAGS = field(LAYOUT, "bind_mw.bind_info.mw_access_flags");
+    static final long WR_ID = offset(LAYOUT, "wr_id");
+    static final long NEXT = offset(LAYOUT, "next");
+    static final long SG_LIST = offset(LAYOUT, "sg_list");
+    static final long NUM_SGE = offset(LAYOUT, "num_sge");
+    static final long OPCODE = offset(LAYOUT, "opcode");
+    static final long SEND_FLAGS = offset(LAYOUT, "send_flags");
+    static final long IMM_DATA = offset(LAYOUT, "imm_data");
+    static final long INVALIDATE_RKEY = offset(LAYOUT, "invalidate_rkey");
+    static final long WR_RDMA_REMOTE_ADDR = offset(LAYOUT, "wr.rdma.remote_addr");
+    static final long WR_RDMA_RKEY = offset(LAYOUT, "wr.rdma.rkey");
+    static final long WR_ATOMIC_REMOTE_ADDR = offset(LAYOUT, "wr.atomic.remote_addr");
+    static final long WR_ATOMIC_COMPARE_ADD = offset(LAYOUT, "wr.atomic.compare_add");
+    static final long WR_ATOMIC_SWAP = offset(LAYOUT, "wr.atomic.swap");
+    static final long WR_ATOMIC_RKEY = offset(LAYOUT, "wr.atomic.rkey");
+    static final long BIND_MW_MW = offset(LAYOUT, "bind_mw.mw");
+    static final long BIND_MW_RKEY = offset(LAYOUT, "bind_mw.rkey");
+    static final long BIND_MW_MR = offset(LAYOUT, "bind_mw.bind_info.mr");
+    static final long BIND_MW_ADDR = offset(LAYOUT, "bind_mw.bind_info.addr");
+    static final long BIND_MW_LENGTH = offset(LAYOUT, "bind_mw.bind_info.length");
+    static final long BIND_MW_ACCESS_FLAGS = offset(LAYOUT, "bind_mw.bind_info.mw_access_flags");
 
     private IbvSendWr() {
     }

@@ -1,7 +1,6 @@
 package io.netty.contrib.channel.rdma.internal.verbs;
 
 import java.lang.foreign.GroupLayout;
-import java.lang.invoke.VarHandle;
 
 import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.*;
 
@@ -12,9 +11,9 @@ final class IbvSge {
             U32.withName("length"),
             U32.withName("lkey"));
     static final long SIZE = LAYOUT.byteSize();
-    static final VarHandle ADDR = field(LAYOUT, "addr");
-    static final VarHandle LENGTH = field(LAYOUT, "length");
-    static final VarHandle LKEY = field(LAYOUT, "lkey");
+    static final long ADDR = offset(LAYOUT, "addr");
+    static final long LENGTH = offset(LAYOUT, "length");
+    static final long LKEY = offset(LAYOUT, "lkey");
 
     private IbvSge() {
     }

@@ -1,7 +1,6 @@
 package io.netty.contrib.channel.rdma.internal.verbs;
 
 import java.lang.foreign.GroupLayout;
-import java.lang.invoke.VarHandle;
 
 import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.*;
 
@@ -27,16 +26,16 @@ final class IbvWc {
             U8.withName("sl"),
             U8.withName("dlid_path_bits"));
     static final long SIZE = LAYOUT.byteSize();
-    static final VarHandle WR_ID = field(LAYOUT, "wr_id");
-    static final VarHandle STATUS = field(LAYOUT, "status");
-    static final VarHandle OPCODE = field(LAYOUT, "opcode");
-    static final VarHandle VENDOR_ERR = field(LAYOUT, "vendor_err");
-    static final VarHandle BYTE_LEN = field(LAYOUT, "byte_len");
-    static final VarHandle IMM_DATA = field(LAYOUT, "imm_data");
-    static final VarHandle INVALIDATED_RKEY = field(LAYOUT, "invalidated_rkey");
-    static final VarHandle QP_NUM = field(LAYOUT, "qp_num");
-    static final VarHandle SRC_QP = field(LAYOUT, "src_qp");
-    static final VarHandle WC_FLAGS = field(LAYOUT, "wc_flags");
+    static final long WR_ID = offset(LAYOUT, "wr_id");
+    static final long STATUS = offset(LAYOUT, "status");
+    static final long OPCODE = offset(LAYOUT, "opcode");
+    static final long VENDOR_ERR = offset(LAYOUT, "vendor_err");
+    static final long BYTE_LEN = offset(LAYOUT, "byte_len");
+    static final long IMM_DATA = offset(LAYOUT, "imm_data");
+    static final long INVALIDATED_RKEY = offset(LAYOUT, "invalidated_rkey");
+    static final long QP_NUM = offset(LAYOUT, "qp_num");
+    static final long SRC_QP = offset(LAYOUT, "src_qp");
+    static final long WC_FLAGS = offset(LAYOUT, "wc_flags");
 
     private IbvWc() {
     }

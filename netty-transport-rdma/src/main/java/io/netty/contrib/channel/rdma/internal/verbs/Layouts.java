@@ -3,6 +3,7 @@ package io.netty.contrib.channel.rdma.internal.verbs;
 import java.lang.foreign.GroupLayout;
 import java.lang.foreign.MemoryLayout;
 import java.lang.foreign.MemoryLayout.PathElement;
+import java.lang.foreign.MemorySegment;
 import java.lang.foreign.SequenceLayout;
 import java.lang.foreign.StructLayout;
 import java.lang.foreign.UnionLayout;
@@ -28,6 +29,13 @@ final class Layouts {
     static final ValueLayout POINTER = ValueLayout.ADDRESS;
     /** A pointer read and written as a plain {@code long} address: no segment object on the data path. */
     static final ValueLayout.OfLong POINTER_BITS = ValueLayout.JAVA_LONG;
+    /**
+     * All native memory as one segment, for the data path's arrays (work requests, completions, SGEs): a constant
+     * segment whose accesses the JIT reduces to a load or a store (through an array's own shared-arena segment
+     * every access also checked its session, bounds and enclosing layout). Each of those classes checks the index
+     * and that it is open itself, as its own segment would have.
+     */
+    static final MemorySegment NATIVE = MemorySegment.NULL.reinterpret(Long.MAX_VALUE);
 
     private Layouts() {
     }
@@ -142,6 +150,34 @@ final class Layouts {
 
     static long offset(GroupLayout layout, String dotted) {
         return layout.byteOffset(path(layout, dotted));
+    }
+
+    // The data-path arrays' accessors: a constant layout on the constant segment, so that an access is a plain load
+    // or store even where the JIT compiles the accessor on its own rather than inline (deep in a pipeline).
+
+    static int getInt(long address) {
+        return NATIVE.get(U32, address);
+    }
+
+    static void setInt(long address, int value) {
+        NATIVE.set(U32, address, value);
+    }
+
+    /** A 32-bit member the verbs ABI keeps in network byte order ({@code imm_data}). */
+    static int getIntBigEndian(long address) {
+        return NATIVE.get(BE32, address);
+    }
+
+    static void setIntBigEndian(long address, int value) {
+        NATIVE.set(BE32, address, value);
+    }
+
+    static long getLong(long address) {
+        return NATIVE.get(U64, address);
+    }
+
+    static void setLong(long address, long value) {
+        NATIVE.set(U64, address, value);
     }
 
     private static long align(long offset, long alignment) {

@@ -4,6 +4,10 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.Objects;
 
+import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.getInt;
+import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.getLong;
+import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.setInt;
+import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.setLong;
 /**
  * A reusable native array of {@code struct ibv_recv_wr}, each with its own SGE list of {@link #maxSge()} entries,
  * posted by {@link QueuePair#postRecv} or {@link SharedReceiveQueue#postRecv}. Nothing here allocates after
@@ -16,6 +20,7 @@ public final class RecvWorkRequests implements AutoCloseable {
     private final MemorySegment wrs;
     private final MemorySegment sges;
     final long base;
+    private final long sgeBase;
     final MemorySegment badWr;
     private boolean closed;
 
@@ -29,8 +34,9 @@ public final class RecvWorkRequests implements AutoCloseable {
         this.sges = arena.allocate(IbvSge.LAYOUT, (long) capacity * maxSge);
         this.badWr = arena.allocate(Layouts.POINTER_BITS);
         this.base = wrs.address();
+        this.sgeBase = sges.address();
         for (int i = 0; i < capacity; i++) {
-            IbvRecvWr.SG_LIST.set(wrs, i * IbvRecvWr.SIZE, sges.address() + (long) i * maxSge * IbvSge.SIZE);
+            setLong(base + i * IbvRecvWr.SIZE + IbvRecvWr.SG_LIST, sgeBase + (long) i * maxSge * IbvSge.SIZE);
         }
     }
 
@@ -50,7 +56,7 @@ public final class RecvWorkRequests implements AutoCloseable {
     }
 
     public RecvWorkRequests wrId(int i, long wrId) {
-        IbvRecvWr.WR_ID.set(wrs, offset(i), wrId);
+        setLong(base + offset(i) + IbvRecvWr.WR_ID, wrId);
         return this;
     }
 
@@ -59,11 +65,11 @@ public final class RecvWorkRequests implements AutoCloseable {
         mr.checkRange(offset, length);
         long o = offset(i);
         long s = (Objects.checkIndex(j, maxSge) + (long) i * maxSge) * IbvSge.SIZE;
-        IbvSge.ADDR.set(sges, s, mr.addr() + offset);
-        IbvSge.LENGTH.set(sges, s, length);
-        IbvSge.LKEY.set(sges, s, mr.lkey());
-        if ((int) IbvRecvWr.NUM_SGE.get(wrs, o) <= j) {
-            IbvRecvWr.NUM_SGE.set(wrs, o, j + 1);
+        setLong(sgeBase + s + IbvSge.ADDR, mr.addr() + offset);
+        setInt(sgeBase + s + IbvSge.LENGTH, length);
+        setInt(sgeBase + s + IbvSge.LKEY, mr.lkey());
+        if (getInt(base + o + IbvRecvWr.NUM_SGE) <= j) {
+            setInt(base + o + IbvRecvWr.NUM_SGE, j + 1);
         }
         return this;
     }
@@ -72,11 +78,11 @@ public final class RecvWorkRequests implements AutoCloseable {
     public RecvWorkRequests setAddress(int i, long wrId, long address, int length, int lkey) {
         long o = offset(i);
         long s = (long) i * maxSge * IbvSge.SIZE;
-        IbvRecvWr.WR_ID.set(wrs, o, wrId);
-        IbvSge.ADDR.set(sges, s, address);
-        IbvSge.LENGTH.set(sges, s, length);
-        IbvSge.LKEY.set(sges, s, lkey);
-        IbvRecvWr.NUM_SGE.set(wrs, o, 1);
+        setLong(base + o + IbvRecvWr.WR_ID, wrId);
+        setLong(sgeBase + s + IbvSge.ADDR, address);
+        setInt(sgeBase + s + IbvSge.LENGTH, length);
+        setInt(sgeBase + s + IbvSge.LKEY, lkey);
+        setInt(base + o + IbvRecvWr.NUM_SGE, 1);
         return this;
     }
 
@@ -85,12 +91,12 @@ public final class RecvWorkRequests implements AutoCloseable {
         if (numSge < 0 || numSge > maxSge) {
             throw new IllegalArgumentException("numSge: " + numSge + " (expected: 0-" + maxSge + ")");
         }
-        IbvRecvWr.NUM_SGE.set(wrs, offset(i), numSge);
+        setInt(base + offset(i) + IbvRecvWr.NUM_SGE, numSge);
         return this;
     }
 
     public long wrId(int i) {
-        return (long) IbvRecvWr.WR_ID.get(wrs, offset(i));
+        return getLong(base + offset(i) + IbvRecvWr.WR_ID);
     }
 
     /** Links requests {@code first .. first + count - 1} into one list; returns the head's address. */
@@ -102,9 +108,9 @@ public final class RecvWorkRequests implements AutoCloseable {
         }
         long last = (long) (first + count - 1) * IbvRecvWr.SIZE;
         for (long o = (long) first * IbvRecvWr.SIZE; o < last; o += IbvRecvWr.SIZE) {
-            IbvRecvWr.NEXT.set(wrs, o, base + o + IbvRecvWr.SIZE);
+            setLong(base + o + IbvRecvWr.NEXT, base + o + IbvRecvWr.SIZE);
         }
-        IbvRecvWr.NEXT.set(wrs, last, 0L);
+        setLong(base + last + IbvRecvWr.NEXT, 0L);
         return base + (long) first * IbvRecvWr.SIZE;
     }
 
@@ -123,7 +129,9 @@ public final class RecvWorkRequests implements AutoCloseable {
         }
     }
 
+    /** The offset of entry {@code i}; throws if it is out of range or this array is closed. */
     private long offset(int i) {
+        checkOpen();
         return Objects.checkIndex(i, capacity) * IbvRecvWr.SIZE;
     }
 

@@ -4,6 +4,11 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.Objects;
 
+import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.getInt;
+import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.getLong;
+import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.setInt;
+import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.setIntBigEndian;
+import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.setLong;
 /**
  * A reusable native array of {@code struct ibv_send_wr}, each with its own {@code struct ibv_sge} list of
  * {@link #maxSge()} entries. Fields are set by index; {@link QueuePair#postSend} chains a contiguous range and
@@ -22,9 +27,12 @@ public final class SendWorkRequests implements AutoCloseable {
     private final Arena arena = Arena.ofShared();
     private final int capacity;
     private final int maxSge;
+    /** The {@code num_sge} of each request, as last written. */
+    private final int[] numSges;
     private final MemorySegment wrs;
     private final MemorySegment sges;
     final long base;
+    private final long sgeBase;
     final MemorySegment badWr;
     private boolean closed;
 
@@ -34,12 +42,14 @@ public final class SendWorkRequests implements AutoCloseable {
         }
         this.capacity = capacity;
         this.maxSge = maxSge;
+        this.numSges = new int[capacity];
         this.wrs = arena.allocate(IbvSendWr.LAYOUT, capacity);
         this.sges = arena.allocate(IbvSge.LAYOUT, (long) capacity * maxSge);
         this.badWr = arena.allocate(Layouts.POINTER_BITS);
         this.base = wrs.address();
+        this.sgeBase = sges.address();
         for (int i = 0; i < capacity; i++) {
-            IbvSendWr.SG_LIST.set(wrs, i * IbvSendWr.SIZE, sges.address() + (long) i * maxSge * IbvSge.SIZE);
+            setLong(base + i * IbvSendWr.SIZE + IbvSendWr.SG_LIST, sgeBase + (long) i * maxSge * IbvSge.SIZE);
         }
     }
 
@@ -57,45 +67,45 @@ public final class SendWorkRequests implements AutoCloseable {
      */
     public SendWorkRequests set(int i, long wrId, int opcode, int sendFlags) {
         long o = offset(i);
-        IbvSendWr.WR_ID.set(wrs, o, wrId);
-        IbvSendWr.OPCODE.set(wrs, o, opcode);
-        IbvSendWr.SEND_FLAGS.set(wrs, o, sendFlags);
-        IbvSendWr.NUM_SGE.set(wrs, o, 0);
-        IbvSendWr.IMM_DATA.set(wrs, o, 0);
-        IbvSendWr.WR_RDMA_REMOTE_ADDR.set(wrs, o, 0L);
-        IbvSendWr.WR_RDMA_RKEY.set(wrs, o, 0);
-        IbvSendWr.BIND_MW_MW.set(wrs, o, 0L);
+        setLong(base + o + IbvSendWr.WR_ID, wrId);
+        setInt(base + o + IbvSendWr.OPCODE, opcode);
+        setInt(base + o + IbvSendWr.SEND_FLAGS, sendFlags);
+        writeNumSge(i, o, 0);
+        setIntBigEndian(base + o + IbvSendWr.IMM_DATA, 0);
+        setLong(base + o + IbvSendWr.WR_RDMA_REMOTE_ADDR, 0L);
+        setInt(base + o + IbvSendWr.WR_RDMA_RKEY, 0);
+        setLong(base + o + IbvSendWr.BIND_MW_MW, 0L);
         return this;
     }
 
     public SendWorkRequests wrId(int i, long wrId) {
-        IbvSendWr.WR_ID.set(wrs, offset(i), wrId);
+        setLong(base + offset(i) + IbvSendWr.WR_ID, wrId);
         return this;
     }
 
     /** {@link IbvWrOpcode}. */
     public SendWorkRequests opcode(int i, int opcode) {
-        IbvSendWr.OPCODE.set(wrs, offset(i), opcode);
+        setInt(base + offset(i) + IbvSendWr.OPCODE, opcode);
         return this;
     }
 
     /** {@link IbvSendFlags}. */
     public SendWorkRequests sendFlags(int i, int sendFlags) {
-        IbvSendWr.SEND_FLAGS.set(wrs, offset(i), sendFlags);
+        setInt(base + offset(i) + IbvSendWr.SEND_FLAGS, sendFlags);
         return this;
     }
 
     /** The immediate value, in host byte order (written in network order, as the verbs ABI wants). */
     public SendWorkRequests immData(int i, int immData) {
-        IbvSendWr.IMM_DATA.set(wrs, offset(i), immData);
+        setIntBigEndian(base + offset(i) + IbvSendWr.IMM_DATA, immData);
         return this;
     }
 
     /** The remote side of an RDMA WRITE/READ. */
     public SendWorkRequests rdma(int i, long remoteAddr, int rkey) {
         long o = offset(i);
-        IbvSendWr.WR_RDMA_REMOTE_ADDR.set(wrs, o, remoteAddr);
-        IbvSendWr.WR_RDMA_RKEY.set(wrs, o, rkey);
+        setLong(base + o + IbvSendWr.WR_RDMA_REMOTE_ADDR, remoteAddr);
+        setInt(base + o + IbvSendWr.WR_RDMA_RKEY, rkey);
         return this;
     }
 
@@ -142,13 +152,13 @@ public final class SendWorkRequests implements AutoCloseable {
             throw new IllegalArgumentException("a window with remote write or atomic access needs an mr registered"
                     + " with IbvAccessFlags.LOCAL_WRITE");
         }
-        IbvSendWr.BIND_MW_MW.set(wrs, o, mw.address());
-        IbvSendWr.BIND_MW_RKEY.set(wrs, o, rkey);
-        IbvSendWr.BIND_MW_MR.set(wrs, o, mr.address());
-        IbvSendWr.BIND_MW_ADDR.set(wrs, o, mr.addr() + offset);
-        IbvSendWr.BIND_MW_LENGTH.set(wrs, o, length);
-        IbvSendWr.BIND_MW_ACCESS_FLAGS.set(wrs, o, mwAccessFlags);
-        IbvSendWr.NUM_SGE.set(wrs, o, 0);
+        setLong(base + o + IbvSendWr.BIND_MW_MW, mw.address());
+        setInt(base + o + IbvSendWr.BIND_MW_RKEY, rkey);
+        setLong(base + o + IbvSendWr.BIND_MW_MR, mr.address());
+        setLong(base + o + IbvSendWr.BIND_MW_ADDR, mr.addr() + offset);
+        setLong(base + o + IbvSendWr.BIND_MW_LENGTH, length);
+        setInt(base + o + IbvSendWr.BIND_MW_ACCESS_FLAGS, mwAccessFlags);
+        writeNumSge(i, o, 0);
         return this;
     }
 
@@ -158,7 +168,7 @@ public final class SendWorkRequests implements AutoCloseable {
      * with the immediate value: set one or the other.
      */
     public SendWorkRequests invalidateRkey(int i, int rkey) {
-        IbvSendWr.INVALIDATE_RKEY.set(wrs, offset(i), rkey);
+        setInt(base + offset(i) + IbvSendWr.INVALIDATE_RKEY, rkey);
         return this;
     }
 
@@ -200,28 +210,35 @@ public final class SendWorkRequests implements AutoCloseable {
         if (numSge < 0 || numSge > maxSge) {
             throw new IllegalArgumentException("numSge: " + numSge + " (expected: 0-" + maxSge + ")");
         }
-        IbvSendWr.NUM_SGE.set(wrs, offset(i), numSge);
+        writeNumSge(i, offset(i), numSge);
         return this;
     }
 
     public long wrId(int i) {
-        return (long) IbvSendWr.WR_ID.get(wrs, offset(i));
+        return getLong(base + offset(i) + IbvSendWr.WR_ID);
     }
 
     public int numSge(int i) {
-        return (int) IbvSendWr.NUM_SGE.get(wrs, offset(i));
+        return getInt(base + offset(i) + IbvSendWr.NUM_SGE);
     }
 
     private SendWorkRequests writeSge(int i, int j, long addr, int length, int lkey) {
         long o = offset(i);
         long s = (Objects.checkIndex(j, maxSge) + (long) i * maxSge) * IbvSge.SIZE;
-        IbvSge.ADDR.set(sges, s, addr);
-        IbvSge.LENGTH.set(sges, s, length);
-        IbvSge.LKEY.set(sges, s, lkey);
-        if ((int) IbvSendWr.NUM_SGE.get(wrs, o) <= j) {
-            IbvSendWr.NUM_SGE.set(wrs, o, j + 1);
+        long sge = sgeBase + s;
+        setLong(sge + IbvSge.ADDR, addr);
+        setInt(sge + IbvSge.LENGTH, length);
+        setInt(sge + IbvSge.LKEY, lkey);
+        if (numSges[i] <= j) {
+            writeNumSge(i, o, j + 1);
         }
         return this;
+    }
+
+    /** Sets {@code num_sge} of request {@code i} (at {@code o}) and its copy here, which spares a read of it. */
+    private void writeNumSge(int i, long o, int numSge) {
+        numSges[i] = numSge;
+        setInt(base + o + IbvSendWr.NUM_SGE, numSge);
     }
 
     /** Links requests {@code first .. first + count - 1} into one list; returns the head's address. */
@@ -233,9 +250,9 @@ public final class SendWorkRequests implements AutoCloseable {
         }
         long last = (long) (first + count - 1) * IbvSendWr.SIZE;
         for (long o = (long) first * IbvSendWr.SIZE; o < last; o += IbvSendWr.SIZE) {
-            IbvSendWr.NEXT.set(wrs, o, base + o + IbvSendWr.SIZE);
+            setLong(base + o + IbvSendWr.NEXT, base + o + IbvSendWr.SIZE);
         }
-        IbvSendWr.NEXT.set(wrs, last, 0L);
+        setLong(base + last + IbvSendWr.NEXT, 0L);
         return base + (long) first * IbvSendWr.SIZE;
     }
 
@@ -257,7 +274,9 @@ public final class SendWorkRequests implements AutoCloseable {
         }
     }
 
+    /** The offset of entry {@code i}; throws if it is out of range or this array is closed. */
     private long offset(int i) {
+        checkOpen();
         return Objects.checkIndex(i, capacity) * IbvSendWr.SIZE;
     }
 

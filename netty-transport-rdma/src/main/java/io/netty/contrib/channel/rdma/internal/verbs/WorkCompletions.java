@@ -4,6 +4,9 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.Objects;
 
+import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.getInt;
+import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.getIntBigEndian;
+import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.getLong;
 /**
  * A reusable native array of {@code struct ibv_wc} that {@link CompletionQueue#poll} fills; typed accessors by
  * index. Allocated once, read without allocating. {@link #close()} frees the memory.
@@ -34,43 +37,43 @@ public final class WorkCompletions implements AutoCloseable {
     }
 
     public long wrId(int i) {
-        return (long) IbvWc.WR_ID.get(segment, offset(i));
+        return getLong(base + offset(i) + IbvWc.WR_ID);
     }
 
     /** {@link IbvWcStatus}. */
     public int status(int i) {
-        return (int) IbvWc.STATUS.get(segment, offset(i));
+        return getInt(base + offset(i) + IbvWc.STATUS);
     }
 
     /** {@link IbvWcOpcode}; only valid when {@link #status} is SUCCESS. */
     public int opcode(int i) {
-        return (int) IbvWc.OPCODE.get(segment, offset(i));
+        return getInt(base + offset(i) + IbvWc.OPCODE);
     }
 
     public int vendorErr(int i) {
-        return (int) IbvWc.VENDOR_ERR.get(segment, offset(i));
+        return getInt(base + offset(i) + IbvWc.VENDOR_ERR);
     }
 
     public int byteLen(int i) {
-        return (int) IbvWc.BYTE_LEN.get(segment, offset(i));
+        return getInt(base + offset(i) + IbvWc.BYTE_LEN);
     }
 
     /** The immediate value in host byte order (it travels in network order); valid if {@link #hasImm}. */
     public int immData(int i) {
-        return (int) IbvWc.IMM_DATA.get(segment, offset(i));
+        return getIntBigEndian(base + offset(i) + IbvWc.IMM_DATA);
     }
 
     public int qpNum(int i) {
-        return (int) IbvWc.QP_NUM.get(segment, offset(i));
+        return getInt(base + offset(i) + IbvWc.QP_NUM);
     }
 
     public int srcQp(int i) {
-        return (int) IbvWc.SRC_QP.get(segment, offset(i));
+        return getInt(base + offset(i) + IbvWc.SRC_QP);
     }
 
     /** {@code IBV_WC_GRH} = 1, {@code IBV_WC_WITH_IMM} = 2, {@code IBV_WC_WITH_INV} = 8. */
     public int wcFlags(int i) {
-        return (int) IbvWc.WC_FLAGS.get(segment, offset(i));
+        return getInt(base + offset(i) + IbvWc.WC_FLAGS);
     }
 
     public boolean hasImm(int i) {
@@ -84,7 +87,7 @@ public final class WorkCompletions implements AutoCloseable {
 
     /** The rkey a SEND_WITH_INV invalidated; valid if {@link #hasInv}. */
     public int invalidatedRkey(int i) {
-        return (int) IbvWc.INVALIDATED_RKEY.get(segment, offset(i));
+        return getInt(base + offset(i) + IbvWc.INVALIDATED_RKEY);
     }
 
     /** The library's description of {@link #status} ({@code ibv_wc_status_str}), e.g. "remote access error". */
@@ -111,7 +114,9 @@ public final class WorkCompletions implements AutoCloseable {
         }
     }
 
+    /** The offset of entry {@code i}; throws if it is out of range or this array is closed. */
     private long offset(int i) {
+        checkOpen();
         return Objects.checkIndex(i, capacity) * IbvWc.SIZE;
     }
 
