@@ -8,6 +8,7 @@ import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.getInt;
 import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.getLong;
 import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.setInt;
 import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.setLong;
+
 /**
  * A reusable native array of {@code struct ibv_recv_wr}, each with its own SGE list of {@link #maxSge()} entries,
  * posted by {@link QueuePair#postRecv} or {@link SharedReceiveQueue#postRecv}. Nothing here allocates after
@@ -17,8 +18,6 @@ public final class RecvWorkRequests implements AutoCloseable {
     private final Arena arena = Arena.ofShared();
     private final int capacity;
     private final int maxSge;
-    private final MemorySegment wrs;
-    private final MemorySegment sges;
     final long base;
     private final long sgeBase;
     final MemorySegment badWr;
@@ -30,8 +29,8 @@ public final class RecvWorkRequests implements AutoCloseable {
         }
         this.capacity = capacity;
         this.maxSge = maxSge;
-        this.wrs = arena.allocate(IbvRecvWr.LAYOUT, capacity);
-        this.sges = arena.allocate(IbvSge.LAYOUT, (long) capacity * maxSge);
+        MemorySegment wrs = arena.allocate(IbvRecvWr.LAYOUT, capacity);
+        MemorySegment sges = arena.allocate(IbvSge.LAYOUT, (long) capacity * maxSge);
         this.badWr = arena.allocate(Layouts.POINTER_BITS);
         this.base = wrs.address();
         this.sgeBase = sges.address();

@@ -9,6 +9,7 @@ import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.getLong;
 import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.setInt;
 import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.setIntBigEndian;
 import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.setLong;
+
 /**
  * A reusable native array of {@code struct ibv_send_wr}, each with its own {@code struct ibv_sge} list of
  * {@link #maxSge()} entries. Fields are set by index; {@link QueuePair#postSend} chains a contiguous range and
@@ -29,8 +30,6 @@ public final class SendWorkRequests implements AutoCloseable {
     private final int maxSge;
     /** The {@code num_sge} of each request, as last written. */
     private final int[] numSges;
-    private final MemorySegment wrs;
-    private final MemorySegment sges;
     final long base;
     private final long sgeBase;
     final MemorySegment badWr;
@@ -43,8 +42,8 @@ public final class SendWorkRequests implements AutoCloseable {
         this.capacity = capacity;
         this.maxSge = maxSge;
         this.numSges = new int[capacity];
-        this.wrs = arena.allocate(IbvSendWr.LAYOUT, capacity);
-        this.sges = arena.allocate(IbvSge.LAYOUT, (long) capacity * maxSge);
+        MemorySegment wrs = arena.allocate(IbvSendWr.LAYOUT, capacity);
+        MemorySegment sges = arena.allocate(IbvSge.LAYOUT, (long) capacity * maxSge);
         this.badWr = arena.allocate(Layouts.POINTER_BITS);
         this.base = wrs.address();
         this.sgeBase = sges.address();

@@ -7,6 +7,7 @@ import java.util.Objects;
 import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.getInt;
 import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.getIntBigEndian;
 import static io.netty.contrib.channel.rdma.internal.verbs.Layouts.getLong;
+
 /**
  * A reusable native array of {@code struct ibv_wc} that {@link CompletionQueue#poll} fills; typed accessors by
  * index. Allocated once, read without allocating. {@link #close()} frees the memory.
@@ -19,7 +20,6 @@ public final class WorkCompletions implements AutoCloseable {
 
     private final Arena arena = Arena.ofShared();
     private final int capacity;
-    private final MemorySegment segment;
     final long base;
     private boolean closed;
 
@@ -28,7 +28,7 @@ public final class WorkCompletions implements AutoCloseable {
             throw new IllegalArgumentException("capacity: " + capacity + " (expected: > 0)");
         }
         this.capacity = capacity;
-        this.segment = arena.allocate(IbvWc.LAYOUT, capacity);
+        MemorySegment segment = arena.allocate(IbvWc.LAYOUT, capacity);
         this.base = segment.address();
     }
 
