@@ -32,6 +32,12 @@ import java.util.zip.CRC32;
  * JVMs take their first ten thousand or so round trips to compile the path, and on a small machine they compete
  * with spinning event loops for the cores.
  *
+ * <p>The connections are set up one after the other; how long that took (from {@code connect()} to the channel
+ * being active) is printed before the first echo. {@code --connect-timeout} bounds each set-up as a whole
+ * ({@code ChannelOption.CONNECT_TIMEOUT_MILLIS}); over RDMA its first step, rdma_cm's address resolution, keeps its
+ * own timeout ({@code RdmaChannelOption.RESOLVE_TIMEOUT_MILLIS}, 2 s), which ends the attempt early when the peer's
+ * address does not resolve (ADDR_ERROR).
+ *
  * <pre>
  * java --enable-native-access=ALL-UNNAMED -cp ... EchoClient [--address 127.0.0.1] [--port 7474] [--size 64]
  *      [--count 10000] [--warmup 0] [--concurrency 1] [--busy-poll] [--stats] [--transport rdma|epoll|nio]
@@ -53,6 +59,8 @@ public final class EchoClient {
         try {
             List<PingPongHandler> handlers = new ArrayList<>();
             List<Channel> channels = new ArrayList<>();
+            long connectStart = System.nanoTime();
+            long slowestConnect = 0;
             for (int i = 0; i < options.concurrency; i++) {
                 PingPongHandler handler = new PingPongHandler(options.size, options.warmup, options.count,
                         group.next().newPromise());
@@ -64,9 +72,13 @@ public final class EchoClient {
                                 ch.pipeline().addLast(handler);
                             }
                         });
+                long t = System.nanoTime();
                 channels.add(b.connect(options.address, options.port).sync().channel());
+                slowestConnect = Math.max(slowestConnect, System.nanoTime() - t);
                 handlers.add(handler);
             }
+            System.out.printf("connected %d connection(s) in %d ms (the slowest %d ms)%n", options.concurrency,
+                    (System.nanoTime() - connectStart) / 1_000_000, slowestConnect / 1_000_000);
             for (PingPongHandler handler : handlers) {
                 handler.start();
             }

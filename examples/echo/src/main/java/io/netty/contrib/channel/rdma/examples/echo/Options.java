@@ -132,7 +132,8 @@ final class Options {
                 + " --warmup N (0: echoes before the measured ones, not counted) --concurrency CONNECTIONS (1)"
                 + " --threads LOOPS (1) --busy-poll --spin-nanos NS (the adaptive loop's longest spin, 50000)"
                 + " --stats (the transport's counters at the end) --transport rdma|epoll|nio (rdma)"
-                + " --connect-timeout SECONDS (30, Netty's default)");
+                + " --connect-timeout SECONDS (30, Netty's default: each connection's whole set-up; rdma_cm's address"
+                + " resolution in it has its own 2 s)");
         System.exit(error == null ? 0 : 2);
     }
 }

@@ -6,6 +6,7 @@ import io.grpc.ManagedChannel;
 import io.grpc.netty.NettyChannelBuilder;
 import io.grpc.stub.ClientCalls;
 import io.grpc.stub.StreamObserver;
+import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.contrib.channel.rdma.RdmaIoHandler;
@@ -24,9 +25,14 @@ import java.util.concurrent.TimeUnit;
  * call and one bidirectional stream, every response compared with what was sent. Exits 0 only when all matched.
  * The channel is an ordinary {@link NettyChannelBuilder} with the RDMA channel type and an RDMA event loop group.
  *
+ * <p>gRPC connects when the first call is made; {@code --connect-timeout} bounds that connection's whole set-up
+ * ({@code ChannelOption.CONNECT_TIMEOUT_MILLIS}, given to gRPC with {@code withOption}), within each call's own 60 s
+ * deadline. Over RDMA the set-up's first step, rdma_cm's address resolution, keeps its own timeout
+ * ({@code RdmaChannelOption.RESOLVE_TIMEOUT_MILLIS}, 2 s).
+ *
  * <pre>
  * java --enable-native-access=ALL-UNNAMED -cp ... RpcClient [--address 127.0.0.1] [--port 7575] [--count 1000]
- *      [--sizes 64,16384,262144]
+ *      [--sizes 64,16384,262144] [--connect-timeout 30]
  * </pre>
  */
 public final class RpcClient {
@@ -42,7 +48,7 @@ public final class RpcClient {
         Options o = Options.parse(args);
         SoftwareDevice.selectIfNoHardware();
         EventLoopGroup group = new MultiThreadIoEventLoopGroup(1, RdmaIoHandler.newFactory());
-        ManagedChannel channel = newChannel(o.address, o.port, group);
+        ManagedChannel channel = newChannel(o.address, o.port, group, o.connectTimeoutSeconds);
         boolean ok = false;
         try {
             String sizes = Arrays.toString(o.sizes);
@@ -74,7 +80,13 @@ public final class RpcClient {
 
     /** A gRPC channel to {@code address:port} over RDMA. Shutting down {@code group} is up to the caller. */
     static ManagedChannel newChannel(String address, int port, EventLoopGroup group) {
+        return newChannel(address, port, group, Options.DEFAULT_CONNECT_TIMEOUT_SECONDS);
+    }
+
+    /** The same, with a connect timeout of its own. */
+    static ManagedChannel newChannel(String address, int port, EventLoopGroup group, int connectTimeoutSeconds) {
         return RdmaGrpc.configure(NettyChannelBuilder.forAddress(address, port), group)
+                .withOption(ChannelOption.CONNECT_TIMEOUT_MILLIS, connectTimeoutSeconds * 1000)
                 .usePlaintext()
                 .maxInboundMessageSize(MAX_MESSAGE_SIZE)
                 .build();

@@ -44,11 +44,20 @@ class RxeDockerEchoTest {
     private static final int ECHO_PORT = 7474;
     private static final int RPC_PORT = 7575;
     private static final String SYSTEM_LIBRARIES = "/usr/lib/x86_64-linux-gnu";
+    /** A client JVM that has not exited after this long is cut ({@code timeout} in its container). */
+    private static final int CLIENT_SECONDS = 300;
+    /**
+     * How long the containers live if nothing stops them (a test JVM killed before {@code @AfterAll}): the client
+     * container's {@code sleep} and the server JVMs' {@code timeout}. It must outlast every test of the class: the
+     * servers serve all three clients, one after the other.
+     */
+    private static final int CONTAINER_SECONDS = 3600;
 
     private static Network network;
     private static GenericContainer<?> server;
     private static GenericContainer<?> client;
     private static String serverAddress;
+    /** The JVM command line of the examples, servers and clients alike (without a time limit). */
     private static List<String> java;
 
     /** Why the tests are skipped, or null; each test checks it, so that each is reported as skipped. */
@@ -84,7 +93,7 @@ class RxeDockerEchoTest {
         Path classpathFile = Path.of(System.getProperty("rxe.docker.classpath"));
         List<String> entries = containerClasspath(classpathFile);
         String classpath = String.join(":", entries);
-        java = List.of("timeout", "300", javaHome + "/bin/java", "--enable-native-access=ALL-UNNAMED",
+        java = List.of(javaHome + "/bin/java", "--enable-native-access=ALL-UNNAMED",
                 "-Xmx256m", "-XX:+UseSerialGC",
                 // C1 only: under the qemu guest's instruction emulation C2's compilations cost more than they return
                 "-XX:TieredStopAtLevel=1", "-Dio.netty.contrib.rdma.libraryPath=" + SYSTEM_LIBRARIES,
@@ -94,7 +103,8 @@ class RxeDockerEchoTest {
         // The client container first: it also tells whether the engine's kernel has rdma_rxe at all.
         client = container(image, javaHome, entries)
                 .withCommand("sh", "-c", "if [ ! -d /sys/module/rdma_rxe ]; then echo NO-RDMA-RXE; exec sleep 600; fi;"
-                        + " if /opt/rxe/rxe-up; then echo RXE-READY; else echo RXE-FAILED; fi; exec sleep 3600")
+                        + " if /opt/rxe/rxe-up; then echo RXE-READY; else echo RXE-FAILED; fi; exec sleep "
+                        + CONTAINER_SECONDS)
                 .waitingFor(Wait.forLogMessage(".*(RXE-READY|RXE-FAILED|NO-RDMA-RXE).*\\n", 1)
                         .withStartupTimeout(Duration.ofMinutes(2)));
         client.start();
@@ -104,12 +114,18 @@ class RxeDockerEchoTest {
                 + " has no rdma_rxe module loaded");
         assertTrue(clientLog.contains("RXE-READY"), "rxe-up failed in the client container: " + clientLog);
 
-        String servers = String.join(" ", quoted(java));
+        // The servers live as long as the containers, not as long as one client (CLIENT_SECONDS). Cut at 300 s like
+        // the clients, they were gone before the third client of a slow run (CI: two guests on two cores), and the
+        // server container with them: that client's connect failed with ADDR_ERROR (-ETIMEDOUT: nothing answered
+        // ARP) or, while its neighbour entry was still valid, UNREACHABLE or a connect timeout. Each server's end is
+        // logged with its exit status.
+        String servers = "timeout " + CONTAINER_SECONDS + " " + String.join(" ", quoted(java));
         server = container(image, javaHome, entries)
-                .withCommand("sh", "-c", "/opt/rxe/rxe-up && { " + servers + " io.netty.contrib.channel.rdma.examples.echo.EchoServer"
-                        + " --address 0.0.0.0 --port " + ECHO_PORT + " & " + servers
+                .withCommand("sh", "-c", "/opt/rxe/rxe-up && { { " + servers
+                        + " io.netty.contrib.channel.rdma.examples.echo.EchoServer --address 0.0.0.0 --port "
+                        + ECHO_PORT + "; echo \"EchoServer exited with status $?\"; } & { " + servers
                         + " io.netty.contrib.channel.rdma.examples.rpc.RpcServer --address 0.0.0.0 --port " + RPC_PORT
-                        + " & wait; }")
+                        + "; echo \"RpcServer exited with status $?\"; } & wait; }")
                 .waitingFor(Wait.forLogMessage(".*listening on.*\\n", 2).withStartupTimeout(Duration.ofMinutes(3)));
         server.start();
         serverAddress = server.getContainerInfo().getNetworkSettings().getNetworks().values().iterator().next()
@@ -157,44 +173,39 @@ class RxeDockerEchoTest {
 
     /** Runs a client in the client container against the server container; returns what it printed. */
     private static String runClient(String mainClass, String... args) throws Exception {
-        List<String> command = new ArrayList<>(java);
+        List<String> command = new ArrayList<>(List.of("timeout", String.valueOf(CLIENT_SECONDS)));
+        command.addAll(java);
         command.add(mainClass);
         command.add("--address");
         command.add(serverAddress);
         command.add("--port");
         command.add(String.valueOf(mainClass.contains(".rpc.") ? RPC_PORT : ECHO_PORT));
-        if (mainClass.contains(".echo.")) {
-            // Under the guest's instruction emulation a connection's setup (the JVM's first rdma_cm and verbs
-            // calls, the first registered chunk, rxe's address resolution) has taken 10 to 30 s: Netty's default
-            // connect timeout of 30 s is too short there.
-            command.add("--connect-timeout");
-            command.add("180");
-        }
+        // Under the guest's instruction emulation the set-up of a client JVM's first connection (its first rdma_cm and
+        // verbs calls, the first registered chunk, rxe's address resolution) has taken 6 to 18 s without the rxe-vm
+        // guest beside this one (EchoClient prints it, "connected ... in"; RpcClient's first call includes it and took
+        // up to 28 s), more with it: Netty's default connect timeout of 30 s leaves too little margin. rdma_cm's
+        // address resolution keeps the library's 2 s (RESOLVE_TIMEOUT_MILLIS), not these 180 s: when the peer's
+        // neighbour (ARP) entry is missing, the ARP reply here arrives within rdma_resolve_addr, before the kernel has
+        // queued the request it would wake (drivers/infiniband/core/addr.c), so the resolution ends only when its
+        // timeout expires or some other neighbour entry changes state: after 2 s with the default, after 3 to 30 s
+        // measured with 180 s.
+        command.add("--connect-timeout");
+        command.add("180");
         command.addAll(Arrays.asList(args));
-        ExecResult result = exec(mainClass, args, command);
+        long start = System.nanoTime();
+        ExecResult result = client.execInContainer(command.toArray(String[]::new));
         String out = result.getStdout() + result.getStderr();
-        if (result.getExitCode() != 0 && (out.contains("Exception in thread \"main\" java.net.ConnectException")
-                || out.contains("Exception in thread \"main\" io.netty.channel.ConnectTimeoutException"))) {
-            // Under the guest's emulation kernel rdma_cm has, in two runs of about eight, let the connect of
-            // the third client time out (ConnectTimeoutException at 30 s; UNREACHABLE, -ETIMEDOUT, after its REQ
-            // retries with 180 s) to a server that had just served the two before it: not understood yet. One
-            // more try, said in the log; a second failure fails the test.
-            System.out.println("the connection was not established; trying the client once more");
-            result = exec(mainClass, args, command);
-            out = result.getStdout() + result.getStderr();
-        }
-        assertEquals(0, result.getExitCode(), out);
+        System.out.printf("%s %s (%d ms, exit %d):%n%s", mainClass.substring(mainClass.lastIndexOf('.') + 1),
+                String.join(" ", args), (System.nanoTime() - start) / 1_000_000, result.getExitCode(), out);
+        assertEquals(0, result.getExitCode(), () -> out + serverState());
         assertFalse(out.contains("software RDMA device"), "ran on the software device: " + out);
         return out;
     }
 
-    private static ExecResult exec(String mainClass, String[] args, List<String> command) throws Exception {
-        long start = System.nanoTime();
-        ExecResult result = client.execInContainer(command.toArray(String[]::new));
-        System.out.printf("%s %s (%d ms, exit %d):%n%s", mainClass.substring(mainClass.lastIndexOf('.') + 1),
-                String.join(" ", args), (System.nanoTime() - start) / 1_000_000, result.getExitCode(),
-                result.getStdout() + result.getStderr());
-        return result;
+    /** For a failed client: whether the servers were still there to answer, and what they printed. */
+    private static String serverState() {
+        return "\nserver container " + (server.isRunning() ? "running" : "stopped") + "; its log:\n"
+                + server.getLogs();
     }
 
     /**
