@@ -325,7 +325,8 @@ public final class InProcessEcho {
                     Both ends on ONE thread (RdmaChannel busy-poll: server and client channels on one event loop; raw
                     verbs: `floor pingpong -o`, both queue pairs polled in turn by one thread): the round trip is the
                     whole CPU cost of the echo in sequence, with no exchange between cores, so this ratio is the
-                    transport's cost per echo over the verbs' alone, and it holds still from one minute to the next.
+                    transport's cost per echo over the verbs' alone. It still moves between runs (RdmaChannel's 64 B
+                    round trip has been 1.6 to 3.4 µs here, one JVM to the next): compare within a run.
 
                     | echo p50 round trip on one thread (µs) | raw verbs | RdmaChannel | ÷ raw verbs |
                     | --- | ---: | ---: | ---: |
