@@ -60,6 +60,14 @@ public final class InProcessEcho {
         }
     }
 
+    private static long sum(List<LoopThreads> loops, java.util.function.ToLongFunction<LoopThreads> value) {
+        long sum = 0;
+        for (LoopThreads l : loops) {
+            sum += value.applyAsLong(l);
+        }
+        return sum;
+    }
+
     private static int[] sizesOf(String list) {
         String[] s = list.isEmpty() ? new String[0] : list.split(",");
         int[] sizes = new int[s.length];
@@ -215,8 +223,8 @@ public final class InProcessEcho {
             }
         }
         if (out != null) {
-            java.nio.file.Files.writeString(java.nio.file.Path.of(out), page(rows, oneLoopRows, streamRows, floor, busyOverFloor,
-                    adaptiveOverBusy, sizes, streamSizes, repeat));
+            java.nio.file.Files.writeString(java.nio.file.Path.of(out), page(rows, oneLoopRows, streamRows, floor,
+                    busyOverFloor, adaptiveOverBusy, sizes, streamSizes, repeat));
         }
     }
 
@@ -420,6 +428,7 @@ public final class InProcessEcho {
         LoopThreads clientThreads = oneLoop ? null : new LoopThreads(name + "-client");
         EventLoopGroup clientGroup = oneLoop ? serverGroup
                 : new MultiThreadIoEventLoopGroup(1, clientThreads, transport.ioHandlerFactory());
+        List<LoopThreads> loops = oneLoop ? List.of(serverThreads) : List.of(serverThreads, clientThreads);
         List<Row> rows = new ArrayList<>();
         try {
             Channel server = new ServerBootstrap().group(serverGroup).channel(transport.serverChannel())
@@ -434,13 +443,13 @@ public final class InProcessEcho {
                 pingPong.prepare(size);
                 pingPong.run(null, TimeUnit.SECONDS.toNanos(60), warmup);
                 Histogram histogram = new Histogram(BenchClient.MAX_RTT_NANOS, 3);
-                long cpu = serverThreads.cpuNanos() + (oneLoop ? 0 : clientThreads.cpuNanos());
-                long sleeps = serverThreads.sleeps() + (oneLoop ? 0 : clientThreads.sleeps());
-                long heap = serverThreads.allocatedBytes() + (oneLoop ? 0 : clientThreads.allocatedBytes());
+                long cpu = sum(loops, LoopThreads::cpuNanos);
+                long sleeps = sum(loops, LoopThreads::sleeps);
+                long heap = sum(loops, LoopThreads::allocatedBytes);
                 long echoes = pingPong.run(histogram, TimeUnit.SECONDS.toNanos(60), count);
-                cpu = serverThreads.cpuNanos() + (oneLoop ? 0 : clientThreads.cpuNanos()) - cpu;
-                sleeps = serverThreads.sleeps() + (oneLoop ? 0 : clientThreads.sleeps()) - sleeps;
-                heap = serverThreads.allocatedBytes() + (oneLoop ? 0 : clientThreads.allocatedBytes()) - heap;
+                cpu = sum(loops, LoopThreads::cpuNanos) - cpu;
+                sleeps = sum(loops, LoopThreads::sleeps) - sleeps;
+                heap = sum(loops, LoopThreads::allocatedBytes) - heap;
                 rows.add(new Row(name, size, histogram.getValueAtPercentile(50) / 1e3,
                         histogram.getValueAtPercentile(99) / 1e3, cpu / 1e3 / echoes, (double) sleeps / echoes,
                         (double) heap / echoes, echoes));
