@@ -108,9 +108,10 @@ public final class RdmaIoHandlerConfig {
      * slots) would be left gets none until rings are given back (idle rings are withdrawn after a second): its
      * large messages go on as SENDs. 0 offers no rings. Default 16 MiB: sixteen whole rings of the default size.
      * Closed connections keep their ring until their last sends completed or their peer disconnected (at most ten
-     * seconds), so a loop whose connections come and go quickly holds some of it for them. Less pays when many connections stream large
-     * messages at once and the caches are small: eight connections streaming 1 MiB messages between two JVMs on
-     * the software device ran 30–40 % faster with 4 MiB (smaller rings) than with eight whole rings.
+     * seconds), so a loop whose connections come and go quickly holds some of it for them. Less pays when many
+     * connections stream large messages at once and the caches are small: eight connections streaming 1 MiB messages
+     * between two JVMs on the software device ran 30–40 % faster with 4 MiB (smaller rings) than with eight whole
+     * rings.
      */
     public RdmaIoHandlerConfig ringMemory(long ringMemory) {
         this.ringMemory = checkPositiveOrZero(ringMemory, "ringMemory");

@@ -128,9 +128,6 @@ final class SendQueue {
                 headerLkey);
         if (payload != null) {
             inflight[slot] = payloadSge(i, 1, payload, length);
-            wrs.numSge(i, 2);
-        } else {
-            wrs.numSge(i, 1);
         }
         batchFlags[i] = MessageHeader.LENGTH + length <= maxInline ? IbvSendFlags.INLINE : 0;
         batch++;
@@ -145,7 +142,6 @@ final class SendQueue {
         wrs.sgeAddress(i, 0, headers.address() + (long) slot * MessageHeader.LENGTH, MessageHeader.LENGTH,
                 headerLkey);
         wrs.sgeAddress(i, 1, headers.address() + ringPayloadOffset, MessageHeader.RING_PAYLOAD, headerLkey);
-        wrs.numSge(i, 2);
         batchFlags[i] = MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD <= maxInline ? IbvSendFlags.INLINE : 0;
         batch++;
     }
@@ -192,7 +188,6 @@ final class SendQueue {
             }
             more[j - 1] = held;
         }
-        wrs.numSge(i, j + 1);
     }
 
     /** Buffers one ring write may gather from. */

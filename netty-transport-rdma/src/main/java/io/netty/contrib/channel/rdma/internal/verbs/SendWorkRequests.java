@@ -195,7 +195,8 @@ public final class SendWorkRequests implements AutoCloseable {
     /**
      * SGE {@code j} of request {@code i}: {@code length} bytes at native {@code address}, inside a region
      * registered with {@code lkey}. For callers that track registered memory themselves (the pooled allocator):
-     * nothing here can check the address, so it must come from a live registered buffer.
+     * nothing here can check the address, so it must come from a live registered buffer. As with every {@code sge}
+     * method, the request's SGE count grows to include SGE {@code j}.
      */
     public SendWorkRequests sgeAddress(int i, int j, long address, int length, int lkey) {
         if (address == 0 || length < 0) {
