@@ -339,8 +339,10 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             RdmaEvents.closed(local, remote, counters, peerGone);
         }
         if (connection != null && established && !peerGone && !connection.sendsDone()) {
-            // Deliver what was posted before the close: tear down after the last send completes.
+            // Deliver what was posted before the close: tear down after the last send completes, which sends posted
+            // unsignalled need a completion behind them for.
             state = State.LINGERING;
+            connection.requestSendCompletion();
             eventLoop().schedule(() -> teardown(true), LINGER_MILLIS, TimeUnit.MILLISECONDS);
         } else {
             teardown(established);
@@ -662,8 +664,13 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             // A peer that disconnected has moved its queue pair to ERR: what is still in flight will never be
             // acknowledged, and nobody is left to read it. Waiting would only hold the queue pair, its slots and
             // its ring until the transport retries ran out (seconds), or LINGER_MILLIS.
-            if (state == State.LINGERING && (c.sendsDone() || peerGone)) {
-                teardown(true);
+            if (state == State.LINGERING) {
+                if (c.sendsDone() || peerGone) {
+                    teardown(true);
+                } else {
+                    // The queue was full when the linger began: now a completion has made room for the one asked.
+                    c.requestSendCompletion();
+                }
             }
             return;
         }

@@ -486,6 +486,15 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed {
         return sender.idle();
     }
 
+    /**
+     * Asks for a completion behind the last send posted, so that {@link #sendsDone()} becomes true once everything
+     * has gone out (sends may be posted unsignalled: {@link SendQueue}); from now on every batch ends signalled.
+     * Returns {@code false} when the send queue is full: call again at the next send completion.
+     */
+    boolean requestSendCompletion() {
+        return sends.requestCompletion();
+    }
+
     /** Destroys the queue pair: no more DMA into this connection's memory, no more completions. */
     void destroyQueuePair() {
         // Windows go first: on kernel rxe a bound window holds its queue pair.

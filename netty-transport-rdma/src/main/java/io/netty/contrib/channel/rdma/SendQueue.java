@@ -18,13 +18,22 @@ import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 
 /**
- * A connection's send queue: the work requests of one call, posted in one doorbell per batch, every
- * {@value #SIGNAL_INTERVAL}th and the last of a batch signalled; the buffers they send from, held until their
- * completion; and the message headers, one per send queue slot, in a registered pool buffer. What to send and
- * whether there is credit for it is the connection's business. Loop-thread confined.
+ * A connection's send queue: the work requests of one call, posted in one doorbell per batch; the buffers they send
+ * from, held until their completion; and the message headers, one per send queue slot, in a registered pool buffer.
+ * What to send and whether there is credit for it is the connection's business. Loop-thread confined.
+ *
+ * <p>Signalling. A completion is asked for ({@code IBV_SEND_SIGNALED}) on every {@value #SIGNAL_INTERVAL}th work
+ * request (every {@code depth / 2}th in a shallower queue), so that a full queue always has one coming, and on the
+ * last of a batch that holds buffers, so that they go back to the pool as soon as they are sent. An inline send holds
+ * nothing: the device copied it when it was posted ({@code ibv_post_send(3)}), so its buffer is released then, and
+ * a batch of inline sends alone (an echo's reply, a credit update) is posted unsignalled: no completion to make, poll
+ * and dispatch per message. Completions come in order, so a signalled one completes every send before it. What needs
+ * to know that everything has gone out (a closing channel's linger) calls {@link #requestCompletion()}, which signals
+ * from then on and, when the last request posted was unsignalled, posts a signalled zero-length RDMA WRITE behind
+ * it: it writes nothing and checks no R_Key (IBA C9-88), and completes after everything before it.
  */
 final class SendQueue {
-    /** Every this many sends one is signalled; the last of each batch always is. */
+    /** At most this many work requests in a row go unsignalled. */
     private static final int SIGNAL_INTERVAL = 16;
 
     private final int channelId;
@@ -56,7 +65,14 @@ final class SendQueue {
     private int batch;
     private long posted;
     private long completed;
+    private final int signalInterval;
     private int unsignaled;
+    /** A work request posted since the last signalled one holds buffers until its completion. */
+    private boolean holding;
+    /** The last work request posted was signalled (or none was posted). */
+    private boolean tailSignaled = true;
+    /** {@link #requestCompletion()} was called: the last work request of every batch is signalled. */
+    private boolean signalLast;
 
     /**
      * @param headerBuf a registered buffer of {@link #headerBytes(int)} bytes, released with this queue
@@ -89,6 +105,7 @@ final class SendQueue {
         this.maxGather = maxGather;
         this.inflight = new ByteBuf[depth];
         this.gatheredBySlot = new ByteBuf[depth][];
+        this.signalInterval = Math.max(1, Math.min(SIGNAL_INTERVAL, depth / 2));
     }
 
     /** Bytes of header memory a queue of {@code depth} needs. */
@@ -228,11 +245,16 @@ final class SendQueue {
         if (n == 0) {
             return;
         }
+        int flags = 0;
         for (int i = 0; i < n; i++) {
-            int flags = batchFlags[i];
-            if (++unsignaled >= SIGNAL_INTERVAL || i == n - 1) {
+            flags = batchFlags[i];
+            if ((flags & IbvSendFlags.INLINE) == 0) {
+                holding = true;
+            }
+            if (++unsignaled >= signalInterval || i == n - 1 && (holding || signalLast)) {
                 flags |= IbvSendFlags.SIGNALED;
                 unsignaled = 0;
+                holding = false;
             }
             wrs.sendFlags(i, flags);
         }
@@ -241,7 +263,40 @@ final class SendQueue {
         // backed by those posted ahead).
         group.beforeSend();
         qp.postSend(wrs, 0, n);
+        long first = posted;
         posted += n;
+        tailSignaled = (flags & IbvSendFlags.SIGNALED) != 0;
+        for (int i = 0; i < n; i++) {
+            if ((batchFlags[i] & IbvSendFlags.INLINE) != 0) {
+                // Copied into the work request by ibv_post_send: the buffer is free again.
+                release(slotOf(first + i));
+            }
+        }
+    }
+
+    /**
+     * Makes sure that a completion will come for the last work request posted, so that {@link #idle()} becomes
+     * true once everything posted has gone out; from now on the last of every batch is signalled. Returns
+     * {@code false} when that needs a work request and the queue is full: a signalled one is then outstanding (at
+     * most {@code signalInterval - 1} follow one), and its completion is the moment to call this again.
+     */
+    boolean requestCompletion() {
+        signalLast = true;
+        if (tailSignaled || completed == posted || batch != 0) {
+            // Signalled already, nothing outstanding, or a batch is being added that will end signalled.
+            return true;
+        }
+        if (room() <= 0) {
+            return false;
+        }
+        int slot = slotOf(posted);
+        wrs.set(0, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.RDMA_WRITE, IbvSendFlags.SIGNALED);
+        qp.postSend(wrs, 0, 1);
+        posted++;
+        unsignaled = 0;
+        holding = false;
+        tailSignaled = true;
+        return true;
     }
 
     private int slotOf(long seq) {
