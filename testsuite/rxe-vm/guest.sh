@@ -132,6 +132,7 @@ java_selectors=(
   --select-class="$rdma.RdmaProtocolVersionTest"
   --select-class="$rdma.RdmaReceiveCopyTest"
   --select-class="$rdma.RdmaWriteCoalescingTest"
+  --select-class="$rdma.RdmaUnsignaledSendTest"
   --select-class="$rdma.RdmaDiagnosticsTest"
   --select-class="$rdma.testsuite.process.TwoProcessEchoTest"
   --select-class="$rdma.testsuite.RdmaEchoTest"

@@ -23,7 +23,7 @@ import java.util.Arrays;
  *
  * <p>{@link #AHEAD} receives are posted beyond the credits: a slot freed while the loop handles a message is then
  * owed to its peer at once, backed by one of them, and the {@code ibv_post_srq_recv} that replaces it waits until
- * the loop has sent what it had to send ({@link #flush()} after the completions are handled). A send posts the
+ * the loop has sent what it had to send, and under traffic until eight are prepared ({@link #flushDue()}). A send posts the
  * prepared receives first only when more are prepared than there are receives ahead ({@link #beforeSend()}).
  *
  * <p>The completion queue never overruns: it has room for every receive the SRQ can complete (its capacity) plus
@@ -193,7 +193,16 @@ final class QueueGroup {
         }
     }
 
-    /** Posts the receives prepared since the last call (the loop calls it after handling each batch). */
+    /**
+     * Whether enough receives are prepared to post them now, while completions keep coming: half of
+     * {@link #AHEAD}. Fewer wait (for the loop's next empty poll, or a send: {@link #beforeSend()}), backed by the
+     * receives ahead, and a message's {@code ibv_post_srq_recv} is shared by eight.
+     */
+    boolean flushDue() {
+        return pendingPosts >= AHEAD / 2;
+    }
+
+    /** Posts the receives prepared since the last call (the loop calls it after its polls, {@link #flushDue()}). */
     void flush() {
         int n = pendingPosts;
         if (n > 0) {

@@ -445,15 +445,20 @@ public final class RdmaIoHandler implements IoHandler {
         for (int i = 0; i < groups.size(); i++) {
             QueueGroup g = groups.get(i);
             int n;
+            int found = 0;
             do {
                 n = g.cq.poll(wcs);
                 for (int j = 0; j < n; j++) {
                     dispatch(wcs, j);
                 }
-                work += n;
+                found += n;
             } while (n == wcs.capacity());
-            // Receives posted again for other peers (a flood took theirs) must not wait for this loop's next send.
-            g.flush();
+            work += found;
+            // Receives to post again (freed slots; others' taken by a flood) do not wait for this loop's next send,
+            // but under traffic they go in batches (QueueGroup.flushDue): every credit is backed meanwhile.
+            if (found == 0 || g.flushDue()) {
+                g.flush();
+            }
         }
         for (int i = 0; i < touched.size(); i++) {
             Registration r = touched.get(i);
