@@ -489,10 +489,16 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed {
     /**
      * Asks for a completion behind the last send posted, so that {@link #sendsDone()} becomes true once everything
      * has gone out (sends may be posted unsignalled: {@link SendQueue}); from now on every batch ends signalled.
-     * Returns {@code false} when the send queue is full: call again at the next send completion.
+     * Returns {@code false} when the send queue is full: call again at the next send completion. A device that
+     * refuses the request leaves the linger to its time bound.
      */
     boolean requestSendCompletion() {
-        return sends.requestCompletion();
+        try {
+            return sends.requestCompletion();
+        } catch (RuntimeException e) {
+            logger.debug("could not post the completion a closing connection waits for: {}", e.toString());
+            return false;
+        }
     }
 
     /** Destroys the queue pair: no more DMA into this connection's memory, no more completions. */

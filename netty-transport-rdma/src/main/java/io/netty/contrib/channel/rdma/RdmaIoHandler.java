@@ -19,6 +19,7 @@ import io.netty.contrib.channel.rdma.internal.verbs.VerbsContext;
 import io.netty.contrib.channel.rdma.internal.verbs.WorkCompletions;
 import io.netty.util.collection.IntObjectHashMap;
 import io.netty.util.collection.IntObjectMap;
+import io.netty.util.concurrent.SingleThreadEventExecutor;
 import io.netty.util.concurrent.ThreadAwareExecutor;
 import io.netty.util.internal.ObjectUtil;
 import io.netty.util.internal.StringUtil;
@@ -190,6 +191,13 @@ public final class RdmaIoHandler implements IoHandler {
             epoll.add(cmChannel.fd(), Epoll.EPOLLIN, CM_TOKEN);
         } catch (IOException e) {
             throw new UncheckedIOException("cannot initialize the RDMA event loop", e);
+        }
+        if (executor instanceof SingleThreadEventExecutor loop) {
+            // With a quiet period of 0 the loop can leave its run loop without calling prepareToDestroy(): when the
+            // shutdown begins after its isShuttingDown() check, confirmShutdown() ends it at once. Channels closed
+            // only in destroy() then find the loop refusing tasks, and Netty cannot deregister them (it warns, and
+            // channelInactive never comes). A shutdown hook runs in confirmShutdown() while tasks are still taken.
+            loop.addShutdownHook(this::prepareToDestroy);
         }
     }
 
