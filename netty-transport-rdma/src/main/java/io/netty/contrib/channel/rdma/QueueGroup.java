@@ -23,8 +23,9 @@ import java.util.Arrays;
  *
  * <p>{@link #AHEAD} receives are posted beyond the credits: a slot freed while the loop handles a message is then
  * owed to its peer at once, backed by one of them, and the {@code ibv_post_srq_recv} that replaces it waits until
- * the loop has sent what it had to send, and under traffic until eight are prepared ({@link #flushDue()}). A send posts the
- * prepared receives first only when more are prepared than there are receives ahead ({@link #beforeSend()}).
+ * the loop has sent what it had to send, and under traffic until eight are prepared ({@link #flushDue()}). A send
+ * posts the prepared receives first only when more are prepared than there are receives ahead
+ * ({@link #beforeSend()}).
  *
  * <p>The completion queue never overruns: it has room for every receive the SRQ can complete (its capacity) plus
  * the send queue depth of every connection on it, and it grows ({@code ibv_resize_cq}) as connections join, up to

@@ -488,16 +488,15 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed {
 
     /**
      * Asks for a completion behind the last send posted, so that {@link #sendsDone()} becomes true once everything
-     * has gone out (sends may be posted unsignalled: {@link SendQueue}); from now on every batch ends signalled.
-     * Returns {@code false} when the send queue is full: call again at the next send completion. A device that
-     * refuses the request leaves the linger to its time bound.
+     * has gone out (sends may be posted unsignalled: {@link SendQueue}); from now on every batch ends signalled. With
+     * the send queue full, call again at the next send completion. A device that refuses the request leaves the
+     * linger to its time bound.
      */
-    boolean requestSendCompletion() {
+    void requestSendCompletion() {
         try {
-            return sends.requestCompletion();
+            sends.requestCompletion();
         } catch (RuntimeException e) {
             logger.debug("could not post the completion a closing connection waits for: {}", e.toString());
-            return false;
         }
     }
 

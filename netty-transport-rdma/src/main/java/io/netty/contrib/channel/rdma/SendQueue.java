@@ -276,18 +276,15 @@ final class SendQueue {
 
     /**
      * Makes sure that a completion will come for the last work request posted, so that {@link #idle()} becomes
-     * true once everything posted has gone out; from now on the last of every batch is signalled. Returns
-     * {@code false} when that needs a work request and the queue is full: a signalled one is then outstanding (at
-     * most {@code signalInterval - 1} follow one), and its completion is the moment to call this again.
+     * true once everything posted has gone out; from now on the last of every batch is signalled. When that needs a
+     * work request and the queue is full, a signalled one is outstanding (at most {@code signalInterval - 1} follow
+     * one), and its completion is the moment to call this again.
      */
-    boolean requestCompletion() {
+    void requestCompletion() {
         signalLast = true;
-        if (tailSignaled || completed == posted || batch != 0) {
-            // Signalled already, nothing outstanding, or a batch is being added that will end signalled.
-            return true;
-        }
-        if (room() <= 0) {
-            return false;
+        if (tailSignaled || completed == posted || batch != 0 || room() <= 0) {
+            // Signalled already, nothing outstanding, a batch being added that will end signalled, or no room yet.
+            return;
         }
         int slot = slotOf(posted);
         wrs.set(0, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.RDMA_WRITE, IbvSendFlags.SIGNALED);
@@ -296,7 +293,6 @@ final class SendQueue {
         unsignaled = 0;
         holding = false;
         tailSignaled = true;
-        return true;
     }
 
     private int slotOf(long seq) {
