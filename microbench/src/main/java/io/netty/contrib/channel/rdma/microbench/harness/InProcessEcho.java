@@ -41,6 +41,9 @@ import java.util.concurrent.TimeUnit;
  * next; the ratio is the transport's cost per echo over the verbs' alone. {@code --one-loop-sizes ''} leaves it out.
  */
 public final class InProcessEcho {
+    private static final java.util.regex.Pattern FLOOR_ROUND_TRIP =
+            java.util.regex.Pattern.compile("\\(round trip p50 ([0-9.]+) us\\)");
+
     private InProcessEcho() {
     }
 
@@ -241,7 +244,6 @@ public final class InProcessEcho {
     static java.util.Map<Integer, Double> floor(String command, String libraries, int[] sizes, boolean oneThread)
             throws Exception {
         java.util.Map<Integer, Double> result = new java.util.TreeMap<>();
-        java.util.regex.Pattern p50 = java.util.regex.Pattern.compile("round trip p50 ([0-9.]+) us");
         for (int size : sizes) {
             List<String> argv = new ArrayList<>(List.of(command, "pingpong", "-n", "200000", "-s",
                     Integer.toString(size)));
@@ -257,13 +259,21 @@ public final class InProcessEcho {
             if (!process.waitFor(120, TimeUnit.SECONDS) || process.exitValue() != 0) {
                 throw new IllegalStateException(command + " pingpong -s " + size + " failed: " + output);
             }
-            java.util.regex.Matcher m = p50.matcher(output);
-            if (!m.find()) {
-                throw new IllegalStateException("no round trip p50 in the output of " + command + ": " + output);
-            }
-            result.put(size, Double.parseDouble(m.group(1)));
+            result.put(size, roundTripMicros(output));
         }
         return result;
+    }
+
+    /**
+     * The whole round trip's p50 (µs) in the output of {@code floor pingpong}, which prints the half round trip
+     * first: "half round trip p50 H us ... (round trip p50 R us)". The echo rows are whole round trips.
+     */
+    static double roundTripMicros(String output) {
+        java.util.regex.Matcher m = FLOOR_ROUND_TRIP.matcher(output);
+        if (!m.find()) {
+            throw new IllegalStateException("no \"(round trip p50 ... us)\" in the output of floor pingpong: " + output);
+        }
+        return Double.parseDouble(m.group(1));
     }
 
     private static Row row(List<Row> rows, Transport t, int size) {
