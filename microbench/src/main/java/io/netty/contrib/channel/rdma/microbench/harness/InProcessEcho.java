@@ -309,7 +309,8 @@ public final class InProcessEcho {
                 by hand. Two event loops of ONE JVM (or two threads of one C process for raw verbs) on the software
                 device, whose data path is then a function call and a `memcpy`: what remains is the transport's own
                 cost per message. Echo: one message at a time, the client waits for every byte before sending again
-                (the same buffer every time). Stream: one connection writing messages of the size, each its own
+                (the same buffer every time); raw verbs is `floor pingpong`'s whole round trip, not the half round
+                trip it prints first. Stream: one connection writing messages of the size, each its own
                 buffer, while writable, to a sink. Values are the median of the repeats. Each repeat measures the raw
                 verbs floor and then each transport, a few seconds apart: the ratios are the median of the ratios
                 within a repeat (on this shared 2-core VM the exchange between the two cores changes speed by several
