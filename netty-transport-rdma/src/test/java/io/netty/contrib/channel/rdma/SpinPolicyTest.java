@@ -44,11 +44,46 @@ class SpinPolicyTest {
         }
         assertThat(p.window()).as("a preempted peer or a collection").isEqualTo(MAX);
         p.lostCore();
-        assertThat(p.window()).isEqualTo(MAX / 2);
-        p.spun(10_000, true);
-        assertThat(p.window()).as("work found by a spin that lost its core is a miss too").isEqualTo(MAX / 4);
+        assertThat(p.window()).as("a spin that lost its core, once, is a miss").isEqualTo(MAX / 2);
         p.spun(1_000, false);
-        assertThat(p.window()).as("a spin that pays ends the run of misses").isGreaterThan(MAX / 4);
+        assertThat(p.window()).as("a spin that pays ends the run of misses").isGreaterThan(MAX / 2);
+    }
+
+    @Test
+    void spinsThatOftenLoseTheirCoreKeepTheWindowShortest() {
+        SpinPolicy p = new SpinPolicy(MAX);
+        for (int i = 0; i < 100; i++) {
+            p.spun(3_000, false);
+        }
+        for (int lost = 1; lost < SpinPolicy.OVERSUBSCRIBED_LOSSES; lost++) {
+            p.lostCore();
+            for (int i = 0; i < 5; i++) {
+                p.spun(3_000, false);
+            }
+            assertThat(p.window()).as(lost + " lost cores: a collection, a compiler").isBetween(20_000L, 30_000L);
+        }
+        p.spun(10_000, true);
+        assertThat(p.window()).as(SpinPolicy.OVERSUBSCRIBED_LOSSES + " of the last 32 spins lost their core")
+                .isEqualTo(SpinPolicy.MIN_SPIN_NANOS);
+        // The first loss was 18 spins ago: it leaves the last 32 after 14 more.
+        for (int i = 0; i < 13; i++) {
+            p.spun(3_000, false);
+            assertThat(p.window()).as("spins that pay do not widen it yet").isEqualTo(SpinPolicy.MIN_SPIN_NANOS);
+        }
+        p.spun(3_000, false);
+        assertThat(p.window()).as("three of the last 32 lost their core").isBetween(20_000L, 30_000L);
+    }
+
+    @Test
+    void lostCoresFurtherApartStayMisses() {
+        SpinPolicy p = new SpinPolicy(MAX);
+        for (int round = 0; round < 10; round++) {
+            p.lostCore();
+            for (int i = 0; i < 10; i++) {
+                p.spun(3_000, false);
+            }
+        }
+        assertThat(p.window()).isBetween(20_000L, 30_000L);
     }
 
     @Test
