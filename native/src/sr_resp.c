@@ -277,6 +277,15 @@ out:
 				 state == RESPST_ERR_LENGTH ? IBV_WC_LOC_LEN_ERR :
 				 state == RESPST_ERR_LOCAL ? IBV_WC_LOC_PROT_ERR : IBV_WC_REM_ACCESS_ERR,
 				 h->op == SR_OP_SEND ? IBV_WC_RECV : IBV_WC_RECV_RDMA_WITH_IMM, 0, h);
+		else if (state == RESPST_ERR_ACCESS || state == RESPST_ERR_INV_REQ)
+			/*
+			 * IBA 11.6.3.1: an error no receive WQE can report (an RDMA WRITE,
+			 * READ or atomic) is an affiliated asynchronous error of the
+			 * responder's QP: Local Access Violation or Invalid Request Work
+			 * Queue Error, as hardware raises them.
+			 */
+			sr_async_event(qp->ibv.context, state == RESPST_ERR_ACCESS ?
+				       IBV_EVENT_QP_ACCESS_ERR : IBV_EVENT_QP_REQ_ERR, &qp->ibv);
 		sr_qp_error(qp);
 		break;
 	case RESPST_EXECUTE:

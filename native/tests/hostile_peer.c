@@ -10,8 +10,10 @@
  * code is 0 when the scenario ran to its end (whatever the server did), 2 when it could not (usage, setup).
  *
  * Scenarios: credits [BURST], ring-overlap, imm-length, unknown-type, bad-flags, cross-connection, remote-read,
+ * refused-write [ring|noring],
  * bad-params:<field> (flags, recvCredits0, recvCredits1, recvCreditsHuge, recvBufferSize4, recvBufferSize1G,
- * ringSize100, ringSize2G, ringAddressWithoutRing, short, version2), half-open [COUNT [SECONDS]].
+ * ringSize100, ringSize2G, ringAddressWithoutRing, ringSizeWithoutAddress, ringWraps, short, version2),
+ * half-open [COUNT [SECONDS]].
  *
  * Only the verbs / rdma_cm API: it runs on the software device and on any rdma-core provider. */
 #include <arpa/inet.h>
@@ -457,6 +459,32 @@ static void remote_read(const char *host, const char *port) {
     conn_close(&A);
 }
 
+/* An RDMA WRITE the server's device refuses (an rkey the server never granted; with a ring, the ring's address
+ * and a wrong rkey): the device NAKs it and puts the server's QP in error. Reports how long the server took to
+ * close the connection after the write completed (close_ms, -1 if it did not within the wait). */
+static void refused_write(const char *host, const char *port, const char *mode) {
+    int with_ring = !strcmp(mode, "ring");
+    if (!with_ring && strcmp(mode, "noring")) DIE("refused-write takes ring or noring, not %s", mode);
+    open_good(&A, host, port);
+    uint64_t addr = 0x7f0000010000ull;
+    uint32_t rkey = 0x00abcd00u;
+    if (with_ring) {
+        ask_ring(&A, 0, "ring please", 11);
+        addr = A.ring_addr;
+        rkey = A.ring_rkey ^ 0x00a5a500u;
+    }
+    memset(A.sbuf + SBUF / 2, 0x77, 256);
+    post_rdma(&A, IBV_WR_RDMA_WRITE, addr, rkey, 256, 0);
+    sends_idle = A.sends_done + 1;
+    pump(&A, WAIT_MS, sends_reached);
+    const char *status = A.sends_done >= sends_idle ? wc_status_name(A.last_send_status) : "NO_COMPLETION";
+    long written = now_ms();
+    pump(&A, WAIT_MS, got_disconnect);
+    long close_ms = A.disconnected ? now_ms() - written : -1;
+    result(status, "close_ms=%ld ring=%s local=%s", close_ms, with_ring ? "yes" : "no", A.local);
+    conn_close(&A);
+}
+
 static int echo_reached;
 static int got_echo(struct conn *c) { return (int)c->echo_len >= echo_reached || c->disconnected; }
 
@@ -521,6 +549,8 @@ static void bad_params(const char *host, const char *port, const char *field) {
     else if (!strcmp(field, "ringSize100")) { put64(p + 8, 0x10000); put32(p + 16, 1); put32(p + 20, 100); }
     else if (!strcmp(field, "ringSize2G")) { put64(p + 8, 0x10000); put32(p + 16, 1); put32(p + 20, 1u << 31); }
     else if (!strcmp(field, "ringAddressWithoutRing")) { put64(p + 8, 0x7f0000001000ull); put32(p + 16, 0x1234); }
+    else if (!strcmp(field, "ringSizeWithoutAddress")) { put32(p + 16, 0x1234); put32(p + 20, 4096); }
+    else if (!strcmp(field, "ringWraps")) { put64(p + 8, 0xfffffffffffff040ull); put32(p + 16, 0x1234); put32(p + 20, 4096); }
     else if (!strcmp(field, "short")) len = 16;
     else if (!strcmp(field, "version2")) put16(p + 4, 2);
     else {
@@ -585,7 +615,7 @@ int main(int argc, char **argv) {
     if (argc < 4) {
         fprintf(stderr, "usage: %s SCENARIO HOST PORT [COUNT [SECONDS]]   (COUNT: credits' burst, half-open's connects)\n"
                         "  scenarios: credits ring-overlap imm-length unknown-type bad-flags cross-connection\n"
-                        "             remote-read bad-params:<field> half-open\n", argv[0]);
+                        "             remote-read refused-write [ring|noring] bad-params:<field> half-open\n", argv[0]);
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -598,6 +628,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(scenario, "bad-flags")) bad_flags(host, port);
     else if (!strcmp(scenario, "cross-connection")) cross_connection(host, port);
     else if (!strcmp(scenario, "remote-read")) remote_read(host, port);
+    else if (!strcmp(scenario, "refused-write")) refused_write(host, port, argc > 4 ? argv[4] : "noring");
     else if (!strncmp(scenario, "bad-params:", 11)) bad_params(host, port, scenario + 11);
     else if (!strcmp(scenario, "half-open"))
         half_open(host, port, argc > 4 ? atoi(argv[4]) : 20, argc > 5 ? atoi(argv[5]) : 5);

@@ -79,6 +79,10 @@ abstract class AbstractRdmaChannel extends AbstractChannel {
     void onCompletionBatchDone() {
     }
 
+    /** An asynchronous event of the device for the channel's queue pair (see {@link RdmaIoHandle#asyncEvent}). */
+    void onAsyncEvent(int type) {
+    }
+
     /** Whether the channel, closed, still waits for sends in flight (see {@link RdmaIoHandle#lingering()}). */
     boolean isLingering() {
         return false;
@@ -107,6 +111,11 @@ abstract class AbstractRdmaChannel extends AbstractChannel {
         }
 
         @Override
+        public void asyncEvent(int type) {
+            onAsyncEvent(type);
+        }
+
+        @Override
         public boolean lingering() {
             return isLingering();
         }
@@ -114,6 +123,12 @@ abstract class AbstractRdmaChannel extends AbstractChannel {
         @Override
         public void close() {
             closeNow();
+        }
+
+        /** The channel's, so that the loop's messages about a handle name the connection. */
+        @Override
+        public String toString() {
+            return AbstractRdmaChannel.this.toString();
         }
     }
 }

@@ -22,6 +22,7 @@ import io.netty.contrib.channel.rdma.internal.verbs.CmEvent;
 import io.netty.contrib.channel.rdma.internal.verbs.CmEventType;
 import io.netty.contrib.channel.rdma.internal.verbs.CmId;
 import io.netty.contrib.channel.rdma.internal.verbs.ConnParam;
+import io.netty.contrib.channel.rdma.internal.verbs.IbvEventType;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvWcStatus;
 import io.netty.contrib.channel.rdma.internal.verbs.WorkCompletions;
 import io.netty.util.concurrent.Future;
@@ -652,6 +653,43 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             pipeline().fireExceptionCaught(e);
             unsafe().close(unsafe().voidPromise());
         }
+    }
+
+    /**
+     * The device put this channel's queue pair in the error state, or says it will: nothing more will arrive or be
+     * acknowledged. Errors (a remote access the device refused, an invalid request, a failed queue, completion queue
+     * or device) close the channel at once with the event as its cause; a queue pair that merely entered the
+     * error state (LAST_WQE_REACHED, also what our own close and a peer's disconnect cause) closes as a peer that
+     * left does, once what arrived before it has been read.
+     */
+    @Override
+    void onAsyncEvent(int type) {
+        if (connection == null || !isOpen() || type == IbvEventType.COMM_EST) {
+            return;
+        }
+        String message = "queue pair " + connection.qpNum() + " failed: " + IbvEventType.describe(type);
+        RdmaEvents.queuePairError(local, remote, IbvEventType.name(type), message);
+        if (type == IbvEventType.QP_LAST_WQE_REACHED) {
+            logger.debug("{}: {}", this, message);
+            peerGone();
+            return;
+        }
+        peerGone = true;
+        IOException cause = new IOException(message);
+        cause.setStackTrace(new StackTraceElement[0]);
+        if (state == State.ACCEPTING) {
+            ConnectException failed = new ConnectException("connection from " + remote + " failed before it was"
+                    + " established: " + message);
+            failed.setStackTrace(new StackTraceElement[0]);
+            failConnect(failed);
+            return;
+        }
+        if (connectPromise != null) {
+            failConnect(cause);
+            return;
+        }
+        pipeline().fireExceptionCaught(cause);
+        unsafe().close(unsafe().voidPromise());
     }
 
     @Override

@@ -122,7 +122,7 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed {
                     config.getMaxInlineData(), false));
             sq = new SendQueue(registration.id(), q, group, sqDepth, alloc, headers, handler.sendWorkRequests(),
                     handler.batchFlags(), maxGather);
-            handler.bindQueuePair(q.qpNum(), registration);
+            handler.bindQueuePair(q, group, registration);
         } catch (RuntimeException e) {
             if (q != null) {
                 q.close();
@@ -500,12 +500,17 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed {
         }
     }
 
+    /** The queue pair's number (for messages); 0 once it is gone. */
+    int qpNum() {
+        return qp != null ? qp.qpNum() : 0;
+    }
+
     /** Destroys the queue pair: no more DMA into this connection's memory, no more completions. */
     void destroyQueuePair() {
         // Windows go first: on kernel rxe a bound window holds its queue pair.
         rings.closeWindows();
         if (qp != null) {
-            handler.unbindQueuePair(qp.qpNum());
+            handler.unbindQueuePair(qp);
             qp.close();
         }
     }

@@ -11,9 +11,9 @@ import jdk.jfr.StackTrace;
 import java.net.InetSocketAddress;
 
 /**
- * JDK Flight Recorder events for what happens to connections: connected, accepted, rejected, closed, and protocol
- * errors of a peer. Enabled like any JFR event ({@code jfr configure}, a {@code .jfc} file, or
- * {@code -XX:StartFlightRecording}); disabled, each costs one check. None is on the data path.
+ * JDK Flight Recorder events for what happens to connections: connected, accepted, rejected, closed, protocol
+ * errors of a peer, and queue pair errors the device reports. Enabled like any JFR event ({@code jfr configure}, a
+ * {@code .jfc} file, or {@code -XX:StartFlightRecording}); disabled, each costs one check. None is on the data path.
  */
 final class RdmaEvents {
     private RdmaEvents() {
@@ -57,6 +57,15 @@ final class RdmaEvents {
     static void protocolError(InetSocketAddress local, InetSocketAddress remote, String message) {
         ProtocolErrorEvent e = new ProtocolErrorEvent();
         if (e.isEnabled()) {
+            e.message = message;
+            e.commitWith(local, remote);
+        }
+    }
+
+    static void queuePairError(InetSocketAddress local, InetSocketAddress remote, String event, String message) {
+        QueuePairErrorEvent e = new QueuePairErrorEvent();
+        if (e.isEnabled()) {
+            e.event = event;
             e.message = message;
             e.commitWith(local, remote);
         }
@@ -117,6 +126,18 @@ final class RdmaEvents {
     @Label("RDMA Protocol Error")
     @Description("A peer broke the transport's protocol; the connection was closed")
     static final class ProtocolErrorEvent extends ConnectionEvent {
+        @Label("Message")
+        String message;
+    }
+
+    @Name("io.netty.contrib.rdma.QueuePairError")
+    @Label("RDMA Queue Pair Error")
+    @Description("The device reported an asynchronous error of a connection's queue pair (or of the queue or device"
+            + " it is on); the connection was closed")
+    static final class QueuePairErrorEvent extends ConnectionEvent {
+        @Label("Event")
+        String event;
+
         @Label("Message")
         String message;
     }

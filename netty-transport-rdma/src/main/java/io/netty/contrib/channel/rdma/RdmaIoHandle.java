@@ -18,6 +18,12 @@ interface RdmaIoHandle extends IoHandle {
     /** Called once after each batch of completions that reached this handle. */
     void completionBatchDone();
 
+    /**
+     * An asynchronous event of the device for the handle's queue pair ({@code IbvEventType}), or for the completion
+     * queue, shared receive queue or device it is on.
+     */
+    void asyncEvent(int type);
+
     /** Whether the handle still has work in flight after its channel deregistered (a graceful close). */
     boolean lingering();
 

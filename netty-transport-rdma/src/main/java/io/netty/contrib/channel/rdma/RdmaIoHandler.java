@@ -14,6 +14,8 @@ import io.netty.contrib.channel.rdma.internal.verbs.CmEventType;
 import io.netty.contrib.channel.rdma.internal.verbs.CmId;
 import io.netty.contrib.channel.rdma.internal.verbs.Epoll;
 import io.netty.contrib.channel.rdma.internal.verbs.EventFd;
+import io.netty.contrib.channel.rdma.internal.verbs.IbvEventType;
+import io.netty.contrib.channel.rdma.internal.verbs.QueuePair;
 import io.netty.contrib.channel.rdma.internal.verbs.SendWorkRequests;
 import io.netty.contrib.channel.rdma.internal.verbs.VerbsContext;
 import io.netty.contrib.channel.rdma.internal.verbs.WorkCompletions;
@@ -28,6 +30,8 @@ import io.netty.util.internal.logging.InternalLoggerFactory;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -54,6 +58,8 @@ public final class RdmaIoHandler implements IoHandler {
     private static final long CM_TOKEN = -1;
     private static final long FD_TOKEN = -2;
     private static final long WAKE_TOKEN = -3;
+    /** Tokens of the devices' async fds: this plus the device queue's index. */
+    private static final long ASYNC_TOKEN = 1L << 32;
     /** Ready fds one {@code epoll_wait} reports: the wakeup eventfd, the rdma_cm channel, the fd watcher, devices. */
     private static final int MAX_READY = 8;
     private static final int YIELD_AFTER_SPINS = 256;
@@ -96,6 +102,17 @@ public final class RdmaIoHandler implements IoHandler {
 
     /** Every live handler by the event loop it serves, for {@link #metric(Executor)}. */
     private static final Map<Object, RdmaIoHandler> BY_LOOP = new ConcurrentHashMap<>();
+    /**
+     * Every bound queue pair by its address, of every loop: a device's async events ({@link DeviceEvents}) name
+     * the object, and the loop that takes an event is not always the one that owns it.
+     */
+    static final Map<Long, Registration> QUEUE_PAIRS = new ConcurrentHashMap<>();
+    /** Every queue group by the addresses of its completion queue and shared receive queue, likewise. */
+    static final Map<Long, QueueGroup> QUEUES = new ConcurrentHashMap<>();
+    /** Queue groups' owners, for the events {@link #QUEUES} finds. */
+    private static final Map<QueueGroup, RdmaIoHandler> QUEUE_OWNERS = new ConcurrentHashMap<>();
+    /** Device events the connections' peers can cause: logged at most once per interval, with counts. */
+    private final RefusalLog deviceEventLog = new RefusalLog(logger);
 
     // Counters of RdmaIoHandlerMetric: plain fields written by the loop thread only, but wakeups (other threads).
     long polls;
@@ -235,6 +252,8 @@ public final class RdmaIoHandler implements IoHandler {
             q = new DeviceQueue(device.context(), deviceQueues.size());
             try {
                 epoll.add(q.channel.fd(), Epoll.EPOLLIN, q.index);
+                // The device's async fd is the process's, watched by every loop that uses the device.
+                epoll.add(q.context.asyncFd(), Epoll.EPOLLIN, ASYNC_TOKEN + q.index);
             } catch (IOException e) {
                 q.close();
                 throw new UncheckedIOException(e);
@@ -257,14 +276,22 @@ public final class RdmaIoHandler implements IoHandler {
         }
         q.groups.add(g);
         groups.add(g);
+        QUEUE_OWNERS.put(g, this);
+        QUEUES.put(g.cq.address(), g);
+        QUEUES.put(g.srq.address(), g);
         queueGroupCount = groups.size();
         queuesChanged();
         return g;
     }
 
-    /** Completions of {@code qpNum}'s receives (which name only their SRQ slot) go to {@code registration}. */
-    void bindQueuePair(int qpNum, Registration registration) {
-        byQpNum.put(qpNum, registration);
+    /**
+     * Completions of {@code qp}'s receives (which name only their SRQ slot) and its async events go to
+     * {@code registration}; {@code qp} is in {@code group}.
+     */
+    void bindQueuePair(QueuePair qp, QueueGroup group, Registration registration) {
+        registration.group = group;
+        byQpNum.put(qp.qpNum(), registration);
+        QUEUE_PAIRS.put(qp.address(), registration);
         queuePairCount = byQpNum.size();
     }
 
@@ -272,9 +299,70 @@ public final class RdmaIoHandler implements IoHandler {
         return ringMemory;
     }
 
-    void unbindQueuePair(int qpNum) {
-        byQpNum.remove(qpNum);
+    /** Before {@code qp} is destroyed. */
+    void unbindQueuePair(QueuePair qp) {
+        byQpNum.remove(qp.qpNum());
+        QUEUE_PAIRS.remove(qp.address());
         queuePairCount = byQpNum.size();
+    }
+
+    /** A device event of {@code registration}'s queue pair, taken by whichever loop found it. Any thread. */
+    void queuePairEvent(Registration registration, int type) {
+        if (executor.isExecutorThread(Thread.currentThread())) {
+            deliver(registration, type);
+        } else {
+            executor.execute(() -> deliver(registration, type));
+        }
+    }
+
+    /** A device event of {@code group}'s completion queue or shared receive queue (any thread). */
+    static void queueEvent(QueueGroup group, int type) {
+        RdmaIoHandler owner = QUEUE_OWNERS.get(group);
+        if (owner != null) {
+            owner.executor.execute(() -> owner.queueEvent0(group, type));
+        }
+    }
+
+    /** A device-wide event ({@code IBV_EVENT_DEVICE_FATAL}): every loop's connections on it (any thread). */
+    static void deviceEvent(long contextAddress, int type) {
+        for (RdmaIoHandler h : BY_LOOP.values()) {
+            h.executor.execute(() -> {
+                for (DeviceQueue q : h.deviceQueues) {
+                    if (q.context.address() == contextAddress) {
+                        for (QueueGroup g : q.groups) {
+                            h.queueEvent0(g, type);
+                        }
+                    }
+                }
+            });
+        }
+    }
+
+    private void queueEvent0(QueueGroup group, int type) {
+        if (type == IbvEventType.SRQ_LIMIT_REACHED) {
+            logger.debug("{}: {} (no limit is armed)", group, IbvEventType.name(type));
+            return;
+        }
+        logger.warn("{}: {}: closing its connections", group, IbvEventType.describe(type));
+        for (Registration r : byQpNum.values().toArray(new Registration[0])) {
+            if (r.group == group) {
+                deliver(r, type);
+            }
+        }
+    }
+
+    private void deliver(Registration registration, int type) {
+        if (!registration.valid && !registration.handle.lingering()) {
+            return;
+        }
+        if (type != IbvEventType.QP_LAST_WQE_REACHED && type != IbvEventType.COMM_EST) {
+            deviceEventLog.refused(registration.handle + ": " + IbvEventType.describe(type));
+        }
+        try {
+            registration.handle.asyncEvent(type);
+        } catch (Throwable t) {
+            logger.warn("failed to handle {} of {}", IbvEventType.name(type), registration.handle, t);
+        }
     }
 
     @Override
@@ -366,7 +454,7 @@ public final class RdmaIoHandler implements IoHandler {
                     long token = epoll.token(i);
                     if (token == WAKE_TOKEN) {
                         wakeFd.drain();
-                    } else if (token == CM_TOKEN || token == FD_TOKEN) {
+                    } else if (token == CM_TOKEN || token == FD_TOKEN || token >= ASYNC_TOKEN) {
                         cmReady = true;
                     } else if (token >= 0 && token < deviceQueues.size()) {
                         deviceQueues.get((int) token).takeEvent();
@@ -425,6 +513,11 @@ public final class RdmaIoHandler implements IoHandler {
         }
         if (cmEvents && fdWatcher != null) {
             work += fdWatcher.processReady();
+        }
+        if (cmEvents) {
+            for (int i = 0; i < deviceQueues.size(); i++) {
+                work += DeviceEvents.takeAll(deviceQueues.get(i).context, deviceQueues.get(i).asyncEvent);
+            }
         }
         if (!afterCompletions.isEmpty()) {
             // A peer's disconnect can be reported after its last messages reached the CQ but before this loop
@@ -559,6 +652,9 @@ public final class RdmaIoHandler implements IoHandler {
         prepareToDestroy();
         closeDeferred();
         for (QueueGroup g : groups) {
+            QUEUES.remove(g.cq.address(), g);
+            QUEUES.remove(g.srq.address(), g);
+            QUEUE_OWNERS.remove(g);
             try {
                 g.close();
             } catch (RuntimeException e) {
@@ -664,6 +760,8 @@ public final class RdmaIoHandler implements IoHandler {
         final RdmaIoHandle handle;
         boolean valid = true;
         boolean touched;
+        /** The queue group of the channel's queue pair, once it has one. */
+        QueueGroup group;
 
         Registration(int id, RdmaIoHandle handle) {
             this.id = id;
@@ -729,12 +827,16 @@ public final class RdmaIoHandler implements IoHandler {
         final CompletionChannel channel;
         final int index;
         final List<QueueGroup> groups = new ArrayList<>(1);
+        private final Arena arena = Arena.ofShared();
+        /** Where this loop takes the device's async events. */
+        final MemorySegment asyncEvent = VerbsContext.allocateAsyncEvent(arena);
 
         DeviceQueue(VerbsContext context, int index) {
             this.context = context;
             this.index = index;
             this.channel = context.createCompletionChannel();
             this.channel.setNonBlocking(true);
+            context.setAsyncNonBlocking(true);
         }
 
         /**
@@ -750,6 +852,7 @@ public final class RdmaIoHandler implements IoHandler {
 
         void close() {
             channel.close();
+            arena.close();
         }
     }
 }

@@ -89,6 +89,51 @@ class RdmaHostilePeerTest {
         }
     }
 
+    /**
+     * A connection without a ring whose peer RDMA-writes with an rkey it was never given: the server's device refuses
+     * the write and puts the queue pair in error, which with a shared receive queue flushes nothing of the
+     * connection's own; the device's async event (IBV_EVENT_QP_ACCESS_ERR) closes the channel at once, as its cause.
+     */
+    @Test
+    void refusedRemoteWriteClosesAConnectionWithoutARing() throws Exception {
+        EventLoopGroup group = new MultiThreadIoEventLoopGroup(1, RdmaIoHandler.newFactory());
+        CompletableFuture<Throwable> cause = new CompletableFuture<>();
+        CompletableFuture<Long> closedAt = new CompletableFuture<>();
+        CompletableFuture<Void> active = new CompletableFuture<>();
+        try {
+            Channel server = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
+                    .childHandler(new ChannelInitializer<SocketChannel>() {
+                        @Override
+                        protected void initChannel(SocketChannel ch) {
+                            ch.closeFuture().addListener(f -> closedAt.complete(System.nanoTime()));
+                            ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                                @Override
+                                public void channelActive(ChannelHandlerContext ctx) {
+                                    active.complete(null);
+                                }
+
+                                @Override
+                                public void exceptionCaught(ChannelHandlerContext ctx, Throwable t) {
+                                    cause.complete(t);
+                                    ctx.close();
+                                }
+                            });
+                        }
+                    }).bind(TestAddress.get(), 0).sync().channel();
+            try (RawPeer peer = new RawPeer((InetSocketAddress) server.localAddress())) {
+                active.get(10, TimeUnit.SECONDS);
+                assertThat(peer.write(0x7f00_0001_0000L, 0x00ab_cd00, 256, null)).isEqualTo("REM_ACCESS_ERR");
+                long written = System.nanoTime();
+                assertThat(cause.get(10, TimeUnit.SECONDS)).hasMessageContaining("IBV_EVENT_QP_ACCESS_ERR");
+                long millis = TimeUnit.NANOSECONDS.toMillis(closedAt.get(10, TimeUnit.SECONDS) - written);
+                assertThat(millis).as("ms from the refused write to the channel's close").isLessThan(1000);
+            }
+            server.close().sync();
+        } finally {
+            group.shutdownGracefully(0, 1, TimeUnit.SECONDS).sync();
+        }
+    }
+
     /** Connects with raw verbs and valid parameters, then RDMA-writes just past the end of the server's ring. */
     private static String writeBeyondTheServersRing(InetSocketAddress server) {
         try (RawPeer peer = new RawPeer(server)) {

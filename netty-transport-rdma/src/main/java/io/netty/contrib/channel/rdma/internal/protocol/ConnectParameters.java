@@ -116,13 +116,27 @@ public final class ConnectParameters {
             return "recvBufferSize " + Integer.toUnsignedString(slot) + " outside " + MIN_RECV_BUFFER_SIZE + "-"
                     + MAX_RECV_BUFFER_SIZE;
         }
-        long ring = Integer.toUnsignedLong(ringSize());
-        if (ring == 0) {
-            return ringAddress() != 0 || ringRkey() != 0 ? "ringAddress or ringRkey without a ring" : null;
+        return invalidRing(ringAddress(), ringRkey(), Integer.toUnsignedLong(ringSize()));
+    }
+
+    /**
+     * What is inconsistent in a ring's (address, rkey, size), here or in a RING message, or {@code null}: a ring
+     * is offered by its address, so there is either no ring (all three 0) or a size in range at a non-zero
+     * address whose last byte does not wrap past 2^64. (An rkey of 0 is a valid key on some devices.)
+     */
+    static String invalidRing(long address, int rkey, long size) {
+        if (size == 0) {
+            return address != 0 || rkey != 0 ? "ringAddress or ringRkey without a ring" : null;
         }
-        if (ring < MIN_RING_SIZE || ring > MAX_RING_SIZE || ring % Immediate.ALIGNMENT != 0) {
-            return "ringSize " + ring + " is neither 0 nor " + MIN_RING_SIZE + "-" + MAX_RING_SIZE
+        if (size < MIN_RING_SIZE || size > MAX_RING_SIZE || size % Immediate.ALIGNMENT != 0) {
+            return "ringSize " + size + " is neither 0 nor " + MIN_RING_SIZE + "-" + MAX_RING_SIZE
                     + ", a multiple of " + Immediate.ALIGNMENT;
+        }
+        if (address == 0) {
+            return "ringSize " + size + " without a ringAddress";
+        }
+        if (Long.compareUnsigned(address + size - 1, address) < 0) {
+            return "a ring of " + size + " bytes at 0x" + Long.toHexString(address) + " wraps past 2^64";
         }
         return null;
     }

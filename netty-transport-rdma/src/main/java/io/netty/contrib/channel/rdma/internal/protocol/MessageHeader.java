@@ -110,13 +110,12 @@ public final class MessageHeader {
                 throw new ProtocolException("RING message returns ring credits");
             }
             long size = ringSize();
-            if (size == 0 ? ringAddress() != 0 || ringRkey() != 0
-                    : size < ConnectParameters.MIN_RING_SIZE || size > ConnectParameters.MAX_RING_SIZE
-                            || size % Immediate.ALIGNMENT != 0) {
+            String invalid = ConnectParameters.invalidRing(ringAddress(), ringRkey(), size);
+            if (invalid != null) {
                 throw new ProtocolException("RING message announces a ring of " + size + " bytes at 0x"
-                        + Long.toHexString(ringAddress()) + " (expected: 0 with address and rkey 0, or "
-                        + ConnectParameters.MIN_RING_SIZE + "-" + ConnectParameters.MAX_RING_SIZE
-                        + " bytes, a multiple of " + Immediate.ALIGNMENT + ')');
+                        + Long.toHexString(ringAddress()) + ": " + invalid + " (expected: 0 with address and rkey"
+                        + " 0, or " + ConnectParameters.MIN_RING_SIZE + "-" + ConnectParameters.MAX_RING_SIZE
+                        + " bytes, a multiple of " + Immediate.ALIGNMENT + ", at a non-zero address)");
             }
         } else if (type != TYPE_DATA && length != LENGTH) {
             throw new ProtocolException("message of type " + typeName(type) + " carries " + (length - LENGTH)

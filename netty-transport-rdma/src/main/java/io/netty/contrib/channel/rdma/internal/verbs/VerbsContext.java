@@ -242,24 +242,51 @@ public final class VerbsContext extends NativeObject {
     }
 
     /**
-     * {@code ibv_get_async_event}, copied and acknowledged; {@code null} if none is pending in non-blocking mode.
+     * {@code ibv_get_async_event} into {@code event} ({@link #allocateAsyncEvent}); {@code false} if none is pending
+     * (the fd is non-blocking, {@link #setAsyncNonBlocking}). The event's object cannot be destroyed until the event
+     * is acknowledged ({@link #ackAsyncEvent}): look it up first, then acknowledge at once.
      */
-    public AsyncEvent getAsyncEvent() {
+    public boolean getAsyncEvent(MemorySegment event) {
         checkOpen();
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment event = arena.allocate(IbvAsyncEvent.LAYOUT);
+        try {
             int rc = (int) LibIbverbs.IBV_GET_ASYNC_EVENT.invokeExact(Errno.state(), pointer, event);
             if (rc != 0 && Errno.last() == Errno.EAGAIN) {
-                return null;
+                return false;
             }
             LibIbverbs.check("ibv_get_async_event", rc);
-            int type = (int) IbvAsyncEvent.EVENT_TYPE.get(event, 0L);
-            long element = ((MemorySegment) IbvAsyncEvent.ELEMENT_QP.get(event, 0L)).address();
-            LibIbverbs.IBV_ACK_ASYNC_EVENT.invokeExact(event);
-            return new AsyncEvent(type, element);
+            return true;
         } catch (Throwable t) {
             throw LibIbverbs.rethrow(t);
         }
+    }
+
+    /** Room for one {@code struct ibv_async_event}. */
+    public static MemorySegment allocateAsyncEvent(Arena arena) {
+        return arena.allocate(IbvAsyncEvent.LAYOUT);
+    }
+
+    /** {@code ibv_ack_async_event}. */
+    public static void ackAsyncEvent(MemorySegment event) {
+        try {
+            LibIbverbs.IBV_ACK_ASYNC_EVENT.invokeExact(event);
+        } catch (Throwable t) {
+            throw LibIbverbs.rethrow(t);
+        }
+    }
+
+    /** The event's {@code event_type} ({@link IbvEventType}). */
+    public static int asyncEventType(MemorySegment event) {
+        return (int) IbvAsyncEvent.EVENT_TYPE.get(event, 0L);
+    }
+
+    /** The address of the event's CQ, QP or SRQ (not for port and device events). */
+    public static long asyncEventObject(MemorySegment event) {
+        return ((MemorySegment) IbvAsyncEvent.ELEMENT_QP.get(event, 0L)).address();
+    }
+
+    /** The port of a port event. */
+    public static int asyncEventPort(MemorySegment event) {
+        return (int) IbvAsyncEvent.ELEMENT_PORT_NUM.get(event, 0L);
     }
 
     private static void checkPort(int port) {

@@ -1,6 +1,8 @@
 package io.netty.contrib.channel.rdma.internal.protocol;
 
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -66,6 +68,52 @@ class ConnectParametersTest {
                 .hasMessageContaining("31 bytes of connect parameters")
                 .extracting(e -> ((ProtocolException) e).rejectReason())
                 .isEqualTo(RejectReason.REASON_INVALID_PARAMETERS);
+    }
+
+    /**
+     * Every (address, rkey, size) combination: a ring is offered by its address, so only "no ring at all" and "a
+     * size in range at an address" are consistent (rkey 0 is a valid key).
+     */
+    @ParameterizedTest(name = "address {0}, rkey {1}, size {2}")
+    @CsvSource(delimiter = '|', value = {
+            "0                  | 0      | 0     | ",
+            "0x7f0012340000     | 0      | 0     | ringAddress or ringRkey without a ring",
+            "0                  | 0xbeef | 0     | ringAddress or ringRkey without a ring",
+            "0x7f0012340000     | 0xbeef | 0     | ringAddress or ringRkey without a ring",
+            "0                  | 0      | 4096  | ringSize 4096 without a ringAddress",
+            "0                  | 0xbeef | 4096  | ringSize 4096 without a ringAddress",
+            "0x7f0012340000     | 0      | 4096  | ",
+            "0x7f0012340000     | 0xbeef | 4096  | ",
+            "0xfffffffffffff000 | 0xbeef | 4096  | ",
+            "0xfffffffffffff040 | 0xbeef | 4096  | wraps past 2^64",
+            "0x7f0012340000     | 0xbeef | 100   | ringSize 100 is neither 0 nor",
+    })
+    void everyRingTripleIsCheckedAsAWhole(String address, String rkey, int size, String invalid) {
+        long a = Long.parseUnsignedLong(address.substring(address.startsWith("0x") ? 2 : 0),
+                address.startsWith("0x") ? 16 : 10);
+        int k = Integer.parseUnsignedInt(rkey.substring(rkey.startsWith("0x") ? 2 : 0), rkey.startsWith("0x") ? 16 : 10);
+        java.util.function.Consumer<ConnectParameters> ring = p -> p.ringAddress(a).ringRkey(k).ringSize(size);
+        if (invalid == null) {
+            try (Arena arena = Arena.ofConfined()) {
+                ConnectParameters params = new ConnectParameters().wrap(arena.allocate(ConnectParameters.LENGTH))
+                        .writeHeader().recvCredits(4).recvBufferSize(8192);
+                ring.accept(params);
+                params.validate(ConnectParameters.LENGTH);
+            }
+            MessageHeader header = ringMessage(a, k, size);
+            header.validate(MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD);
+        } else {
+            assertInvalid(ring, invalid);
+            MessageHeader header = ringMessage(a, k, size);
+            assertThatThrownBy(() -> header.validate(MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD))
+                    .isInstanceOf(ProtocolException.class).hasMessageContaining(invalid);
+        }
+    }
+
+    private static MessageHeader ringMessage(long address, int rkey, int size) {
+        MemorySegment segment = MemorySegment.ofArray(new byte[MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD]);
+        return new MessageHeader().wrap(segment, 0).write(MessageHeader.TYPE_RING, 0, 0)
+                .writeRing(address, rkey, size);
     }
 
     private static void assertInvalid(java.util.function.Consumer<ConnectParameters> change, String message) {

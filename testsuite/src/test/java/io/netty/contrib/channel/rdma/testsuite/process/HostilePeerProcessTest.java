@@ -23,6 +23,7 @@ import org.junit.jupiter.api.TestMethodOrder;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
+import org.junit.jupiter.params.provider.ValueSource;
 
 import java.io.BufferedReader;
 import java.io.IOException;
@@ -229,6 +230,8 @@ class HostilePeerProcessTest {
             "ringSize100            | INVALID_PARAMETERS | ringSize 100 is neither 0 nor",
             "ringSize2G             | INVALID_PARAMETERS | ringSize 2147483648 is neither 0 nor",
             "ringAddressWithoutRing | INVALID_PARAMETERS | ringAddress or ringRkey without a ring",
+            "ringSizeWithoutAddress | INVALID_PARAMETERS | ringSize 4096 without a ringAddress",
+            "ringWraps              | INVALID_PARAMETERS | wraps past 2^64",
             "short                  | INVALID_PARAMETERS | connect parameters",
             "version2               | VERSION_MISMATCH   | peer speaks protocol version 2, this side speaks 3",
     })
@@ -267,6 +270,34 @@ class HostilePeerProcessTest {
                 .isEqualTo("REM_ACCESS_ERR");
         assertThat(result.get("victim")).as("the victim's data in its ring: %s", result).isEqualTo("intact");
         assertIntactAndAtBaseline("cross-connection");
+    }
+
+    /**
+     * An RDMA WRITE the server's device refuses (an rkey never granted; with a ring, the ring's address and a wrong
+     * rkey) puts the server's queue pair in the error state, and the device says so with an asynchronous event
+     * (IBV_EVENT_QP_ACCESS_ERR). The server closes that connection at once, naming the event, whether or not it has a
+     * ring (a connection without one has no other way to notice: with a shared receive queue it has no receives of
+     * its own to be flushed).
+     */
+    @ParameterizedTest(name = "{0}")
+    @Order(5)
+    @ValueSource(strings = {"noring", "ring"})
+    void refusedRemoteWriteClosesTheConnectionAtOnce(String mode) throws Exception {
+        int from = server.output().size();
+        Map<String, String> result = runHostilePeer("refused-write", mode);
+        assertThat(result.get("status")).as("the refused RDMA_WRITE: %s", result).isEqualTo("REM_ACCESS_ERR");
+        long closeMillis = Long.parseLong(result.get("close_ms"));
+        System.out.println("refused-write " + mode + ": the server closed the connection " + closeMillis
+                + " ms after the refused write completed at the peer");
+        assertThat(closeMillis).as("ms from the refused write to the server's disconnect (-1: never); %s", result)
+                .isBetween(0L, 500L);
+        String port = port(result.get("local"));
+        String line = awaitServerLine(from, l -> l.startsWith("EXCEPTION " + port + " ")
+                && l.contains("IBV_EVENT_QP_ACCESS_ERR"));
+        assertThat(line).as("the server's exception naming the event; server log: %s", serverLog(from)).isNotNull();
+        assertThat(awaitServerLine(from, l -> l.equals("CLOSED " + port))).as("the server closed it; server log: %s",
+                serverLog(from)).isNotNull();
+        assertIntactAndAtBaseline("refused-write " + mode);
     }
 
     /**

@@ -1,0 +1,81 @@
+package io.netty.contrib.channel.rdma;
+
+import io.netty.contrib.channel.rdma.internal.verbs.IbvEventType;
+import io.netty.contrib.channel.rdma.internal.verbs.VerbsContext;
+import io.netty.util.internal.logging.InternalLogger;
+import io.netty.util.internal.logging.InternalLoggerFactory;
+
+import java.lang.foreign.MemorySegment;
+
+/**
+ * A device's asynchronous events ({@code ibv_get_async_event}): a queue pair, completion queue or shared receive
+ * queue that failed, a port that went down or came up, a device that failed. The device has one async fd for the
+ * whole process; every loop that uses the device watches it, and whichever finds an event takes it. The event's
+ * object is looked up while the event is not yet acknowledged (an object with unacknowledged events cannot be
+ * destroyed, {@code ibv_get_async_event(3)}, so its address cannot have been reused), then the event is
+ * acknowledged at once and handed to the loop that owns the object.
+ */
+final class DeviceEvents {
+    private static final InternalLogger logger = InternalLoggerFactory.getInstance(DeviceEvents.class);
+
+    private DeviceEvents() {
+    }
+
+    /** Takes every event pending on {@code context} into {@code event}; returns how many. Any loop thread. */
+    static int takeAll(VerbsContext context, MemorySegment event) {
+        int taken = 0;
+        while (true) {
+            try {
+                if (!context.getAsyncEvent(event)) {
+                    return taken;
+                }
+            } catch (RuntimeException e) {
+                logger.warn("ibv_get_async_event of {} failed", context.deviceName(), e);
+                return taken;
+            }
+            taken++;
+            take(context, event);
+        }
+    }
+
+    private static void take(VerbsContext context, MemorySegment event) {
+        int type = VerbsContext.asyncEventType(event);
+        if (IbvEventType.isQueuePairEvent(type)) {
+            RdmaIoHandler.Registration r = RdmaIoHandler.QUEUE_PAIRS.get(VerbsContext.asyncEventObject(event));
+            VerbsContext.ackAsyncEvent(event);
+            if (r != null) {
+                r.handler().queuePairEvent(r, type);
+            } else {
+                // Its connection already let the queue pair go (our own close moves it to the error state).
+                logger.debug("{}: {} of a queue pair no channel holds", context.deviceName(), IbvEventType.name(type));
+            }
+        } else if (type == IbvEventType.CQ_ERR || type == IbvEventType.SRQ_ERR
+                || type == IbvEventType.SRQ_LIMIT_REACHED) {
+            QueueGroup group = RdmaIoHandler.QUEUES.get(VerbsContext.asyncEventObject(event));
+            VerbsContext.ackAsyncEvent(event);
+            if (group != null) {
+                RdmaIoHandler.queueEvent(group, type);
+            }
+        } else if (IbvEventType.isPortEvent(type)) {
+            int port = VerbsContext.asyncEventPort(event);
+            VerbsContext.ackAsyncEvent(event);
+            // Not a connection's failure: a port that goes down leaves its queue pairs to their retries, which
+            // fail them (RETRY_EXC_ERR) if it stays down; one that comes back lets them go on.
+            if (type == IbvEventType.PORT_ERR) {
+                logger.warn("{} port {}: {} (the port went down)", context.deviceName(), port,
+                        IbvEventType.name(type));
+            } else {
+                logger.info("{} port {}: {}", context.deviceName(), port, IbvEventType.name(type));
+            }
+        } else {
+            VerbsContext.ackAsyncEvent(event);
+            if (type == IbvEventType.DEVICE_FATAL) {
+                logger.error("{}: {}: closing every connection on it", context.deviceName(),
+                        IbvEventType.describe(type));
+                RdmaIoHandler.deviceEvent(context.address(), type);
+            } else {
+                logger.warn("{}: {}", context.deviceName(), IbvEventType.name(type));
+            }
+        }
+    }
+}
