@@ -106,7 +106,10 @@ public final class BenchClient {
                 streams.add(connect(sinkPort, new Stream()).pipeline().get(Stream.class));
             }
             for (int size : settings.sizes) {
-                throughput(streams, size);
+                throughput(streams, size, false);
+            }
+            for (int size : settings.freshSizes) {
+                throughput(streams, size, true);
             }
             for (Stream s : streams) {
                 s.ctx.close().sync();
@@ -278,31 +281,34 @@ public final class BenchClient {
 
     // ---------------------------------------------------------------- streaming throughput
 
-    private void throughput(List<Stream> streams, int size) throws Exception {
+    /** {@code fresh}: the fresh-buffer pattern ({@link Stream#start(int, long, boolean)}), metrics {@code fresh_*}. */
+    private void throughput(List<Stream> streams, int size, boolean fresh) throws Exception {
         int connections = streams.size();
-        progress("%s: stream %d B over %d connection(s)", transport.key(), size, connections);
+        progress("%s: stream %d B over %d connection(s)%s", transport.key(), size, connections,
+                fresh ? ", fresh buffers" : "");
         // Warm up with rounds of growing size; the last one tells the rate, from which the measured round is sized.
         long perConnection = Math.max(16, Math.min(4096, (4L << 20) / size));
         double rate = 0;
         long warmupEnd = System.nanoTime() + settings.throughputWarmupNanos();
         do {
-            long nanos = round(streams, size, perConnection);
+            long nanos = round(streams, size, perConnection, fresh);
             rate = (double) perConnection * connections / nanos * 1e9;
             perConnection *= 2;
         } while (System.nanoTime() < warmupEnd);
         long count = Math.max(1, (long) (rate * settings.throughputNanos() / 1e9 / connections));
-        long nanos = round(streams, size, count);
+        long nanos = round(streams, size, count, fresh);
         double messagesPerSecond = (double) count * connections / nanos * 1e9;
-        result(size, connections, "throughput_msgs", messagesPerSecond, "msg/s");
-        result(size, connections, "throughput_bytes", messagesPerSecond * size / 1e9, "GB/s");
+        String prefix = fresh ? "fresh_" : "";
+        result(size, connections, prefix + "throughput_msgs", messagesPerSecond, "msg/s");
+        result(size, connections, prefix + "throughput_bytes", messagesPerSecond * size / 1e9, "GB/s");
     }
 
     /** Every stream sends {@code count} messages of {@code size}; returns the nanoseconds until the last ack. */
-    private static long round(List<Stream> streams, int size, long count) throws Exception {
+    private static long round(List<Stream> streams, int size, long count, boolean fresh) throws Exception {
         List<Promise<Long>> acks = new ArrayList<>();
         long start = System.nanoTime();
         for (Stream s : streams) {
-            acks.add(s.start(size, count));
+            acks.add(s.start(size, count, fresh));
         }
         long end = start;
         for (Promise<Long> ack : acks) {
@@ -316,10 +322,14 @@ public final class BenchClient {
 
     /** Announces {@code count * size} bytes, writes them while the channel is writable, waits for the ack. */
     static final class Stream extends ChannelInboundHandlerAdapter {
+        /** How often the fresh-buffer pattern flushes: every this many writes, as applications batch. */
+        static final int FRESH_FLUSH_EVERY = 64;
         private ChannelHandlerContext ctx;
         private ByteBuf source;
         private int size;
         private long left;
+        private boolean fresh;
+        private long sequence;
         private Promise<Long> acked;
 
         @Override
@@ -327,10 +337,23 @@ public final class BenchClient {
             this.ctx = ctx;
         }
 
+        /** The harness's pattern: retained slices of one buffer, void promises, a flush when unwritable. */
         Promise<Long> start(int size, long count) {
+            return start(size, count, false);
+        }
+
+        /**
+         * {@code fresh}: the pattern applications write instead: each message a fresh {@code ctx.alloc().buffer()}
+         * carrying its sequence number (which the sink checks), written with its own promise, a flush every
+         * {@link #FRESH_FLUSH_EVERY} writes.
+         */
+        Promise<Long> start(int size, long count, boolean fresh) {
+            if (fresh && size < Long.BYTES) {
+                throw new IllegalArgumentException("a fresh-buffer message carries its 8-byte sequence number: " + size);
+            }
             Promise<Long> promise = ctx.executor().newPromise();
             ctx.executor().execute(() -> {
-                if (source == null || source.capacity() < size) {
+                if (!fresh && (source == null || source.capacity() < size)) {
                     if (source != null) {
                         source.release();
                     }
@@ -339,17 +362,37 @@ public final class BenchClient {
                 }
                 this.size = size;
                 this.left = count;
+                this.fresh = fresh;
+                this.sequence = 0;
                 this.acked = promise;
-                ctx.write(ctx.alloc().directBuffer(Long.BYTES).writeLong(count * size), ctx.voidPromise());
+                ByteBuf header = ctx.alloc().directBuffer(2 * Long.BYTES).writeLong(count * size);
+                if (fresh) {
+                    header.setLong(0, count * size | SinkHeader.SEQUENCED).writeLong(size);
+                }
+                ctx.write(header, ctx.voidPromise());
                 fill();
             });
             return promise;
         }
 
         private void fill() {
-            while (left > 0 && ctx.channel().isWritable()) {
-                ctx.write(source.retainedSlice(0, size), ctx.voidPromise());
-                left--;
+            if (fresh) {
+                int sinceFlush = 0;
+                while (left > 0 && ctx.channel().isWritable()) {
+                    ByteBuf message = ctx.alloc().buffer(size);
+                    message.writeLong(sequence++).writerIndex(size);
+                    ctx.write(message, ctx.newPromise());
+                    left--;
+                    if (++sinceFlush == FRESH_FLUSH_EVERY) {
+                        ctx.flush();
+                        sinceFlush = 0;
+                    }
+                }
+            } else {
+                while (left > 0 && ctx.channel().isWritable()) {
+                    ctx.write(source.retainedSlice(0, size), ctx.voidPromise());
+                    left--;
+                }
             }
             ctx.flush();
         }

@@ -10,6 +10,7 @@ import io.netty.channel.ChannelInitializer;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.channel.socket.SocketChannel;
+import io.netty.handler.codec.ByteToMessageDecoder;
 
 import java.io.BufferedReader;
 import java.io.IOException;
@@ -21,6 +22,7 @@ import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
+import java.util.List;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -68,7 +70,7 @@ public final class BenchServer {
             Channel sink = bind(group, transport, loopback, new ChannelInitializer<SocketChannel>() {
                 @Override
                 protected void initChannel(SocketChannel ch) {
-                    ch.pipeline().addLast(new SinkHandler());
+                    SinkHandler.addTo(ch.pipeline());
                 }
             });
             Thread controlThread = new Thread(() -> serveControl(control, loopThreads), "control");
@@ -138,34 +140,46 @@ public final class BenchServer {
     }
 
     /** Reads an 8-byte length, then that many bytes, then answers one byte; again and again. */
-    static final class SinkHandler extends ChannelInboundHandlerAdapter {
-        private long header;
-        private int headerBytes;
+    /**
+     * The sink of a stream: reads its {@link SinkHeader}, then counts the bytes announced and acknowledges them with
+     * one byte. A sequenced stream is framed as applications frame theirs, a decoder handing each message on as its
+     * own buffer, whose sequence number {@link #checkSequence} checks (the next handler of {@link #addTo}).
+     */
+    static final class SinkHandler extends ByteToMessageDecoder {
+        private final SinkHeader header = new SinkHeader();
         private long remaining;
+        private int messageSize;
+
+        /** Adds a sink and the handler that checks a sequenced stream's messages to {@code pipeline}. */
+        static void addTo(io.netty.channel.ChannelPipeline pipeline) {
+            pipeline.addLast(new SinkHandler(), new SequenceChecker());
+        }
 
         @Override
-        public void channelRead(ChannelHandlerContext ctx, Object msg) {
-            ByteBuf buf = (ByteBuf) msg;
-            try {
-                while (buf.isReadable()) {
-                    if (remaining == 0) {
-                        header = header << 8 | buf.readUnsignedByte();
-                        if (++headerBytes == Long.BYTES) {
-                            remaining = header;
-                            header = 0;
-                            headerBytes = 0;
-                        }
-                        continue;
+        protected void decode(ChannelHandlerContext ctx, ByteBuf in, List<Object> out) {
+            while (in.isReadable()) {
+                if (remaining == 0) {
+                    if (header.read(in)) {
+                        remaining = header.bytes();
+                        messageSize = (int) header.messageSize();
+                        out.add(SequenceChecker.RESTART);
                     }
-                    int n = (int) Math.min(remaining, buf.readableBytes());
-                    buf.skipBytes(n);
-                    remaining -= n;
-                    if (remaining == 0) {
-                        ctx.writeAndFlush(ctx.alloc().directBuffer(1).writeByte(1), ctx.voidPromise());
-                    }
+                    continue;
                 }
-            } finally {
-                buf.release();
+                if (messageSize > 0) {
+                    if (in.readableBytes() < messageSize) {
+                        return;
+                    }
+                    out.add(in.readRetainedSlice(messageSize));
+                    remaining -= messageSize;
+                } else {
+                    int n = (int) Math.min(remaining, in.readableBytes());
+                    in.skipBytes(n);
+                    remaining -= n;
+                }
+                if (remaining == 0) {
+                    ctx.writeAndFlush(ctx.alloc().directBuffer(1).writeByte(1), ctx.voidPromise());
+                }
             }
         }
 
@@ -174,5 +188,36 @@ public final class BenchServer {
             System.err.println("sink connection failed: " + cause);
             ctx.close();
         }
+
+    /** Checks that a sequenced stream's messages carry 0, 1, 2, ... in their first 8 bytes; releases each. */
+    static final class SequenceChecker extends ChannelInboundHandlerAdapter {
+        /** From the sink: a new stream starts, numbered from 0 again. */
+        static final Object RESTART = new Object();
+        private long expected;
+
+        @Override
+        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+            if (msg == RESTART) {
+                expected = 0;
+                return;
+            }
+            ByteBuf message = (ByteBuf) msg;
+            try {
+                long number = message.getLong(message.readerIndex());
+                if (number != expected) {
+                    throw new IllegalStateException("message " + expected + " carries sequence number " + number);
+                }
+                expected++;
+            } finally {
+                message.release();
+            }
+        }
+
+        @Override
+        public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+            System.err.println("sink connection failed: " + cause);
+            ctx.close();
+        }
+    }
     }
 }

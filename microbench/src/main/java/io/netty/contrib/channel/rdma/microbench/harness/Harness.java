@@ -66,7 +66,7 @@ public final class Harness {
                 case "--help", "-h" -> {
                     System.out.println("options: --quick --transports " + ALL_TRANSPORTS + " --out DIR"
                             + " --page FILE|none --rdma-library bundled|system|DIR --jvm-arg ARG --sizes CSV"
-                            + " --connections CSV --latency-warmup S --latency-seconds S --latency-max-count N"
+                            + " --connections CSV --fresh-sizes CSV --latency-warmup S --latency-seconds S --latency-max-count N"
                             + " --throughput-warmup S --throughput-seconds S --idle-seconds S --threads N");
                     System.exit(0);
                 }
@@ -189,7 +189,9 @@ public final class Harness {
     private long clientTimeoutSeconds() {
         double perSize = settings.latencyWarmup + settings.latency
                 + settings.connections.length * (3 * settings.throughputWarmup + 2 * settings.throughput);
-        return 120 + (long) (4 * (settings.sizes.length * perSize + settings.idleSeconds));
+        double perFreshSize = settings.connections.length * (3 * settings.throughputWarmup + 2 * settings.throughput);
+        return 120 + (long) (4 * (settings.sizes.length * perSize + settings.freshSizes.length * perFreshSize
+                + settings.idleSeconds));
     }
 
     private static BufferedReader reader(InputStream in) {

@@ -48,11 +48,15 @@ public final class InProcessEcho {
     }
 
     /** One measured streaming row. */
-    record StreamRow(String transport, int size, double messagesPerSecond) {
+    record StreamRow(String transport, int size, boolean fresh, double messagesPerSecond) {
         String line() {
-            return String.format(Locale.ROOT, "%-15s %7d B  stream %6.3f M msg/s  %8.1f MB/s", transport, size,
-                    messagesPerSecond / 1e6, messagesPerSecond * size / 1e6);
+            return String.format(Locale.ROOT, "%-15s %7d B  stream %-6s %6.3f M msg/s  %8.1f MB/s", transport, size,
+                    pattern(fresh), messagesPerSecond / 1e6, messagesPerSecond * size / 1e6);
         }
+    }
+
+    static String pattern(boolean fresh) {
+        return fresh ? "fresh" : "slices";
     }
 
     /** The echo with both ends on one thread: raw verbs, RdmaChannel, and the median of their ratios. */
@@ -216,7 +220,7 @@ public final class InProcessEcho {
             for (int r = 0; r < repeat; r++) {
                 runs.add(stream(t, streamSizes));
             }
-            for (int j = 0; j < streamSizes.length; j++) {
+            for (int j = 0; j < runs.getFirst().size(); j++) {
                 int at = j;
                 List<StreamRow> same = new ArrayList<>(runs.stream().map(l -> l.get(at)).toList());
                 same.sort(java.util.Comparator.comparingDouble(StreamRow::messagesPerSecond));
@@ -280,8 +284,9 @@ public final class InProcessEcho {
         return rows.stream().filter(r -> r.transport.equals(t.key()) && r.size == size).findFirst().orElse(null);
     }
 
-    private static StreamRow streamRow(List<StreamRow> rows, Transport t, int size) {
-        return rows.stream().filter(r -> r.transport.equals(t.key()) && r.size == size).findFirst().orElse(null);
+    private static StreamRow streamRow(List<StreamRow> rows, Transport t, int size, boolean fresh) {
+        return rows.stream().filter(r -> r.transport.equals(t.key()) && r.size == size && r.fresh == fresh)
+                .findFirst().orElse(null);
     }
 
     private static String times(double ratio) {
@@ -310,8 +315,10 @@ public final class InProcessEcho {
                 device, whose data path is then a function call and a `memcpy`: what remains is the transport's own
                 cost per message. Echo: one message at a time, the client waits for every byte before sending again
                 (the same buffer every time); raw verbs is `floor pingpong`'s whole round trip, not the half round
-                trip it prints first. Stream: one connection writing messages of the size, each its own
-                buffer, while writable, to a sink. Values are the median of the repeats. Each repeat measures the raw
+                trip it prints first. Stream: one connection writing messages of the size while writable, to a
+                sink; "slices": retained slices of one buffer with void promises, flushed when the channel turns
+                unwritable (the floor); "fresh": as applications write, each message a fresh `ctx.alloc().buffer()`
+                carrying its sequence number (checked by the sink) with its own promise, a flush every 64 writes. Values are the median of the repeats. Each repeat measures the raw
                 verbs floor and then each transport, a few seconds apart: the ratios are the median of the ratios
                 within a repeat (on this shared 2-core VM the exchange between the two cores changes speed by several
                 times from one minute to the next, which ratios of medians taken minutes apart would mix up).
@@ -357,29 +364,31 @@ public final class InProcessEcho {
         }
         b.append("""
 
-                | stream (M msg/s) | RdmaChannel busy-poll | RdmaChannel adaptive | Netty epoll | adaptive ÷ epoll |
-                | --- | ---: | ---: | ---: | ---: |
+                | stream (M msg/s) | pattern | RdmaChannel busy-poll | RdmaChannel adaptive | Netty epoll | adaptive ÷ epoll |
+                | --- | --- | ---: | ---: | ---: | ---: |
                 """);
         for (int size : streamSizes) {
-            StreamRow busy = streamRow(streamRows, Transport.RDMA_BUSY_POLL, size);
-            StreamRow adaptive = streamRow(streamRows, Transport.RDMA_ADAPTIVE, size);
-            StreamRow epoll = streamRow(streamRows, Transport.EPOLL, size);
-            b.append("| ").append(size).append(" B | ")
-                    .append(busy == null ? "–" : String.format(Locale.ROOT, "%.3f", busy.messagesPerSecond / 1e6))
-                    .append(" | ")
-                    .append(adaptive == null ? "–"
-                            : String.format(Locale.ROOT, "%.3f", adaptive.messagesPerSecond / 1e6))
-                    .append(" | ")
-                    .append(epoll == null ? "–" : String.format(Locale.ROOT, "%.3f", epoll.messagesPerSecond / 1e6))
-                    .append(" | ").append(adaptive == null || epoll == null ? "–"
-                            : ratio(adaptive.messagesPerSecond, epoll.messagesPerSecond)).append(" |\n");
+            for (boolean fresh : new boolean[] {false, true}) {
+                StreamRow busy = streamRow(streamRows, Transport.RDMA_BUSY_POLL, size, fresh);
+                StreamRow adaptive = streamRow(streamRows, Transport.RDMA_ADAPTIVE, size, fresh);
+                StreamRow epoll = streamRow(streamRows, Transport.EPOLL, size, fresh);
+                b.append("| ").append(size).append(" B | ").append(pattern(fresh)).append(" | ")
+                        .append(busy == null ? "–" : String.format(Locale.ROOT, "%.3f", busy.messagesPerSecond / 1e6))
+                        .append(" | ")
+                        .append(adaptive == null ? "–"
+                                : String.format(Locale.ROOT, "%.3f", adaptive.messagesPerSecond / 1e6))
+                        .append(" | ")
+                        .append(epoll == null ? "–" : String.format(Locale.ROOT, "%.3f", epoll.messagesPerSecond / 1e6))
+                        .append(" | ").append(adaptive == null || epoll == null ? "–"
+                                : ratio(adaptive.messagesPerSecond, epoll.messagesPerSecond)).append(" |\n");
+            }
         }
         b.append("\nRepeats: ").append(repeat).append(". CPU per echo (both loops), p99 and heap per echo are in the"
                 + " script's output.\n");
         return b.toString();
     }
 
-    /** For each size: warms up for 2 s, then measures messages per second over about 2 s. */
+    /** For each size and pattern (slices, then fresh): warms up for 2 s, then measures messages/s over about 2 s. */
     static List<StreamRow> stream(Transport transport, int[] sizes) throws Exception {
         EventLoopGroup serverGroup = new MultiThreadIoEventLoopGroup(1, transport.ioHandlerFactory());
         EventLoopGroup clientGroup = new MultiThreadIoEventLoopGroup(1, transport.ioHandlerFactory());
@@ -389,7 +398,7 @@ public final class InProcessEcho {
                     .childHandler(new ChannelInitializer<Channel>() {
                         @Override
                         protected void initChannel(Channel ch) {
-                            ch.pipeline().addLast(new BenchServer.SinkHandler());
+                            BenchServer.SinkHandler.addTo(ch.pipeline());
                         }
                     })
                     .bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).sync().channel();
@@ -403,11 +412,19 @@ public final class InProcessEcho {
                 double rate;
                 long warmupEnd = System.nanoTime() + TimeUnit.SECONDS.toNanos(2);
                 do {
-                    rate = perRound / (round(stream, size, perRound) / 1e9);
+                    rate = perRound / (round(stream, size, perRound, false) / 1e9);
                     perRound = Math.min(perRound * 2, 1L << 26);
                 } while (System.nanoTime() < warmupEnd);
                 long n = Math.max(1024, (long) (rate * 2));
-                rows.add(new StreamRow(transport.key(), size, n / (round(stream, size, n) / 1e9)));
+                rows.add(new StreamRow(transport.key(), size, false, n / (round(stream, size, n, false) / 1e9)));
+                perRound = 1024;
+                warmupEnd = System.nanoTime() + TimeUnit.SECONDS.toNanos(2);
+                do {
+                    rate = perRound / (round(stream, size, perRound, true) / 1e9);
+                    perRound = Math.min(perRound * 2, 1L << 26);
+                } while (System.nanoTime() < warmupEnd);
+                n = Math.max(1024, (long) (rate * 2));
+                rows.add(new StreamRow(transport.key(), size, true, n / (round(stream, size, n, true) / 1e9)));
             }
             client.close().sync();
             server.close().sync();
@@ -418,9 +435,9 @@ public final class InProcessEcho {
         return rows;
     }
 
-    private static long round(BenchClient.Stream stream, int size, long count) throws Exception {
+    private static long round(BenchClient.Stream stream, int size, long count, boolean fresh) throws Exception {
         long start = System.nanoTime();
-        Promise<Long> ack = stream.start(size, count);
+        Promise<Long> ack = stream.start(size, count, fresh);
         if (!ack.await(120, TimeUnit.SECONDS)) {
             throw new IllegalStateException("stream of " + count + " messages not acknowledged in 120 s");
         }

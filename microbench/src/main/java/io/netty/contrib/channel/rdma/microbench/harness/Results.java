@@ -62,10 +62,22 @@ final class Results {
         return size <= LARGEST_SEND ? VERBS_SEND_BW : VERBS_WRITE_BW;
     }
 
+    /** The sizes of every measurement but the fresh-buffer streams ({@link #freshSizes()}). */
     List<Integer> sizes() {
         TreeSet<Integer> sizes = new TreeSet<>();
         for (Result r : all) {
-            if (r.size() > 0) {
+            if (r.size() > 0 && !r.metric().startsWith("fresh_")) {
+                sizes.add(r.size());
+            }
+        }
+        return new ArrayList<>(sizes);
+    }
+
+    /** The sizes of the fresh-buffer streams. */
+    List<Integer> freshSizes() {
+        TreeSet<Integer> sizes = new TreeSet<>();
+        for (Result r : all) {
+            if (r.metric().startsWith("fresh_")) {
                 sizes.add(r.size());
             }
         }

@@ -11,6 +11,11 @@ final class Settings {
     int[] sizes = {64, 4096, 65536, 1 << 20};
     /** Connection counts of the throughput runs. */
     int[] connections = {1, 8};
+    /**
+     * Message sizes of the fresh-buffer streams (each message its own buffer and promise, a flush every 64 writes,
+     * sequence numbers checked by the sink), beside the slices of the other throughput rows; empty: none.
+     */
+    int[] freshSizes = {64, 1024};
     /** Seconds of echoes before each size's measured ones. */
     double latencyWarmup = 2;
     /** Seconds of measured echoes per size. */
@@ -50,6 +55,13 @@ final class Settings {
                 case "--quick" -> { }
                 case "--sizes" -> s.sizes = ints(value(args, ++i, a));
                 case "--connections" -> s.connections = ints(value(args, ++i, a));
+                case "--fresh-sizes" -> {
+                    s.freshSizes = ints(value(args, ++i, a));
+                    if (Arrays.stream(s.freshSizes).anyMatch(v -> v < Long.BYTES)) {
+                        throw new IllegalArgumentException("--fresh-sizes: a fresh message carries an 8-byte "
+                                + "sequence number, so at least 8 bytes: " + join(s.freshSizes));
+                    }
+                }
                 case "--latency-warmup" -> s.latencyWarmup = seconds(value(args, ++i, a));
                 case "--latency-seconds" -> s.latency = seconds(value(args, ++i, a));
                 case "--latency-max-count" -> s.latencyMaxCount = Long.parseLong(value(args, ++i, a));
@@ -74,7 +86,7 @@ final class Settings {
 
     /** The command line that makes {@link #parse} return these settings. */
     List<String> toArgs() {
-        return List.of("--sizes", join(sizes), "--connections", join(connections),
+        return List.of("--sizes", join(sizes), "--connections", join(connections), "--fresh-sizes", join(freshSizes),
                 "--latency-warmup", num(latencyWarmup), "--latency-seconds", num(latency),
                 "--latency-max-count", Long.toString(latencyMaxCount),
                 "--throughput-warmup", num(throughputWarmup), "--throughput-seconds", num(throughput),
@@ -105,6 +117,9 @@ final class Settings {
     }
 
     private static int[] ints(String csv) {
+        if (csv.isBlank()) {
+            return new int[0];
+        }
         int[] values = Arrays.stream(csv.split(",")).mapToInt(v -> Integer.parseInt(v.trim())).toArray();
         for (int v : values) {
             if (v <= 0) {

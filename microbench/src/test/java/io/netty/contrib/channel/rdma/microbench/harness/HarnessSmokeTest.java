@@ -32,7 +32,7 @@ class HarnessSmokeTest {
         Path out = dir.resolve("benchmarks");
         Path page = dir.resolve("benchmarks.md");
         int exit = Harness.run(new String[] {"--quick", "--transports", "nio,rdma", "--sizes", "64,65536",
-                "--connections", "1,2", "--latency-warmup", "0.1", "--latency-seconds", "0.2",
+                "--connections", "1,2", "--fresh-sizes", "64", "--latency-warmup", "0.1", "--latency-seconds", "0.2",
                 "--throughput-warmup", "0.05", "--throughput-seconds", "0.2", "--idle-seconds", "0.5",
                 "--out", out.toString(), "--page", page.toString()});
         assertThat(exit).as("harness exit code").isZero();
@@ -60,7 +60,8 @@ class HarnessSmokeTest {
         BufferedImage chart = ImageIO.read(out.resolve("benchmarks.png").toFile());
         assertThat(chart).as("benchmarks.png is a readable image").isNotNull();
         assertThat(chart.getWidth()).isPositive();
-        assertThat(Files.readString(out.resolve("results.md"))).contains("### Echo round trip", "### Goals");
+        assertThat(Files.readString(out.resolve("results.md"))).contains("### Echo round trip", "### Goals",
+                "### Streaming throughput, fresh buffers");
         assertThat(Files.readString(page)).contains("## Machine", "](benchmarks/benchmarks.png)",
                 "RdmaChannel (adaptive)", "Netty NIO (TCP)");
     }
@@ -76,6 +77,10 @@ class HarnessSmokeTest {
                 rows.add(series + "/" + size + "/" + c + "/throughput_msgs");
                 rows.add(series + "/" + size + "/" + c + "/throughput_bytes");
             }
+        }
+        for (int c : CONNECTIONS) {
+            rows.add(series + "/64/" + c + "/fresh_throughput_msgs");
+            rows.add(series + "/64/" + c + "/fresh_throughput_bytes");
         }
         if (idle) {
             rows.add(series + "/-/1/idle_cpu_loop_server");
