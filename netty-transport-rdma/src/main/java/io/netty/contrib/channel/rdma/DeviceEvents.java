@@ -1,11 +1,15 @@
 package io.netty.contrib.channel.rdma;
 
 import io.netty.contrib.channel.rdma.internal.verbs.IbvEventType;
+import io.netty.contrib.channel.rdma.internal.verbs.QueuePair;
 import io.netty.contrib.channel.rdma.internal.verbs.VerbsContext;
 import io.netty.util.internal.logging.InternalLogger;
 import io.netty.util.internal.logging.InternalLoggerFactory;
 
 import java.lang.foreign.MemorySegment;
+import java.util.HashSet;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * A device's asynchronous events ({@code ibv_get_async_event}): a queue pair, completion queue or shared receive
@@ -17,8 +21,37 @@ import java.lang.foreign.MemorySegment;
  */
 final class DeviceEvents {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(DeviceEvents.class);
+    /** Every bound queue pair of every loop by its address: the loop that takes an event may not be its owner. */
+    private static final Map<Long, RdmaIoHandler.Registration> QUEUE_PAIRS = new ConcurrentHashMap<>();
+    /** Every queue group by the addresses of its completion queue and shared receive queue, likewise. */
+    private static final Map<Long, QueueGroup> QUEUES = new ConcurrentHashMap<>();
+    /** The loop of each queue group. */
+    private static final Map<QueueGroup, RdmaIoHandler> OWNERS = new ConcurrentHashMap<>();
 
     private DeviceEvents() {
+    }
+
+    /** {@code qp}'s events go to {@code registration} from now on; before anything can fail it. */
+    static void bind(QueuePair qp, RdmaIoHandler.Registration registration) {
+        QUEUE_PAIRS.put(qp.address(), registration);
+    }
+
+    /** Before {@code qp} is destroyed. */
+    static void unbind(QueuePair qp) {
+        QUEUE_PAIRS.remove(qp.address());
+    }
+
+    static void addGroup(QueueGroup group, RdmaIoHandler owner) {
+        OWNERS.put(group, owner);
+        QUEUES.put(group.cq.address(), group);
+        QUEUES.put(group.srq.address(), group);
+    }
+
+    /** Before {@code group}'s queues are destroyed. */
+    static void removeGroup(QueueGroup group) {
+        QUEUES.remove(group.cq.address(), group);
+        QUEUES.remove(group.srq.address(), group);
+        OWNERS.remove(group);
     }
 
     /** Takes every event pending on {@code context} into {@code event}; returns how many. Any loop thread. */
@@ -41,7 +74,7 @@ final class DeviceEvents {
     private static void take(VerbsContext context, MemorySegment event) {
         int type = VerbsContext.asyncEventType(event);
         if (IbvEventType.isQueuePairEvent(type)) {
-            RdmaIoHandler.Registration r = RdmaIoHandler.QUEUE_PAIRS.get(VerbsContext.asyncEventObject(event));
+            RdmaIoHandler.Registration r = QUEUE_PAIRS.get(VerbsContext.asyncEventObject(event));
             VerbsContext.ackAsyncEvent(event);
             if (r != null) {
                 r.handler().queuePairEvent(r, type);
@@ -51,10 +84,11 @@ final class DeviceEvents {
             }
         } else if (type == IbvEventType.CQ_ERR || type == IbvEventType.SRQ_ERR
                 || type == IbvEventType.SRQ_LIMIT_REACHED) {
-            QueueGroup group = RdmaIoHandler.QUEUES.get(VerbsContext.asyncEventObject(event));
+            QueueGroup group = QUEUES.get(VerbsContext.asyncEventObject(event));
             VerbsContext.ackAsyncEvent(event);
-            if (group != null) {
-                RdmaIoHandler.queueEvent(group, type);
+            RdmaIoHandler owner = group != null ? OWNERS.get(group) : null;
+            if (owner != null) {
+                owner.execute(() -> owner.queueEvent(group, type));
             }
         } else if (IbvEventType.isPortEvent(type)) {
             int port = VerbsContext.asyncEventPort(event);
@@ -72,7 +106,10 @@ final class DeviceEvents {
             if (type == IbvEventType.DEVICE_FATAL) {
                 logger.error("{}: {}: closing every connection on it", context.deviceName(),
                         IbvEventType.describe(type));
-                RdmaIoHandler.deviceEvent(context.address(), type);
+                long device = context.address();
+                for (RdmaIoHandler owner : new HashSet<>(OWNERS.values())) {
+                    owner.execute(() -> owner.deviceEvent(device, type));
+                }
             } else {
                 logger.warn("{}: {}", context.deviceName(), IbvEventType.name(type));
             }

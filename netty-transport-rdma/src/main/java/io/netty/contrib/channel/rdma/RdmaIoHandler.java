@@ -102,15 +102,6 @@ public final class RdmaIoHandler implements IoHandler {
 
     /** Every live handler by the event loop it serves, for {@link #metric(Executor)}. */
     private static final Map<Object, RdmaIoHandler> BY_LOOP = new ConcurrentHashMap<>();
-    /**
-     * Every bound queue pair by its address, of every loop: a device's async events ({@link DeviceEvents}) name
-     * the object, and the loop that takes an event is not always the one that owns it.
-     */
-    static final Map<Long, Registration> QUEUE_PAIRS = new ConcurrentHashMap<>();
-    /** Every queue group by the addresses of its completion queue and shared receive queue, likewise. */
-    static final Map<Long, QueueGroup> QUEUES = new ConcurrentHashMap<>();
-    /** Queue groups' owners, for the events {@link #QUEUES} finds. */
-    private static final Map<QueueGroup, RdmaIoHandler> QUEUE_OWNERS = new ConcurrentHashMap<>();
     /** Device events the connections' peers can cause: logged at most once per interval, with counts. */
     private final RefusalLog deviceEventLog = new RefusalLog(logger);
 
@@ -276,9 +267,7 @@ public final class RdmaIoHandler implements IoHandler {
         }
         q.groups.add(g);
         groups.add(g);
-        QUEUE_OWNERS.put(g, this);
-        QUEUES.put(g.cq.address(), g);
-        QUEUES.put(g.srq.address(), g);
+        DeviceEvents.addGroup(g, this);
         queueGroupCount = groups.size();
         queuesChanged();
         return g;
@@ -291,7 +280,7 @@ public final class RdmaIoHandler implements IoHandler {
     void bindQueuePair(QueuePair qp, QueueGroup group, Registration registration) {
         registration.group = group;
         byQpNum.put(qp.qpNum(), registration);
-        QUEUE_PAIRS.put(qp.address(), registration);
+        DeviceEvents.bind(qp, registration);
         queuePairCount = byQpNum.size();
     }
 
@@ -302,7 +291,7 @@ public final class RdmaIoHandler implements IoHandler {
     /** Before {@code qp} is destroyed. */
     void unbindQueuePair(QueuePair qp) {
         byQpNum.remove(qp.qpNum());
-        QUEUE_PAIRS.remove(qp.address());
+        DeviceEvents.unbind(qp);
         queuePairCount = byQpNum.size();
     }
 
@@ -315,30 +304,24 @@ public final class RdmaIoHandler implements IoHandler {
         }
     }
 
-    /** A device event of {@code group}'s completion queue or shared receive queue (any thread). */
-    static void queueEvent(QueueGroup group, int type) {
-        RdmaIoHandler owner = QUEUE_OWNERS.get(group);
-        if (owner != null) {
-            owner.executor.execute(() -> owner.queueEvent0(group, type));
-        }
+    /** Runs {@code task} on this loop (any thread). */
+    void execute(Runnable task) {
+        executor.execute(task);
     }
 
-    /** A device-wide event ({@code IBV_EVENT_DEVICE_FATAL}): every loop's connections on it (any thread). */
-    static void deviceEvent(long contextAddress, int type) {
-        for (RdmaIoHandler h : BY_LOOP.values()) {
-            h.executor.execute(() -> {
-                for (DeviceQueue q : h.deviceQueues) {
-                    if (q.context.address() == contextAddress) {
-                        for (QueueGroup g : q.groups) {
-                            h.queueEvent0(g, type);
-                        }
-                    }
+    /** A device-wide event ({@code IBV_EVENT_DEVICE_FATAL}): this loop's connections on the device. */
+    void deviceEvent(long contextAddress, int type) {
+        for (DeviceQueue q : deviceQueues) {
+            if (q.context.address() == contextAddress) {
+                for (QueueGroup g : q.groups) {
+                    queueEvent(g, type);
                 }
-            });
+            }
         }
     }
 
-    private void queueEvent0(QueueGroup group, int type) {
+    /** A device event of {@code group}'s completion queue or shared receive queue: its connections. */
+    void queueEvent(QueueGroup group, int type) {
         if (type == IbvEventType.SRQ_LIMIT_REACHED) {
             logger.debug("{}: {} (no limit is armed)", group, IbvEventType.name(type));
             return;
@@ -652,9 +635,7 @@ public final class RdmaIoHandler implements IoHandler {
         prepareToDestroy();
         closeDeferred();
         for (QueueGroup g : groups) {
-            QUEUES.remove(g.cq.address(), g);
-            QUEUES.remove(g.srq.address(), g);
-            QUEUE_OWNERS.remove(g);
+            DeviceEvents.removeGroup(g);
             try {
                 g.close();
             } catch (RuntimeException e) {
