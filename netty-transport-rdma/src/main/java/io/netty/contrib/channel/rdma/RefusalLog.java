@@ -83,7 +83,7 @@ final class RefusalLog {
         suppressed[k] = 0;
         // A new interval starts: a flood that goes on is one count line per interval.
         lastNanos[k] = System.nanoTime();
-        logger.warn("{}: {} more {} in the last {} ms (not logged one by one)", owner, n, kind.counted,
+        logger.warn("{}: {}: {} more in the last {} ms (not logged one by one)", owner, kind.counted, n,
                 TimeUnit.NANOSECONDS.toMillis(intervalNanos));
     }
 }

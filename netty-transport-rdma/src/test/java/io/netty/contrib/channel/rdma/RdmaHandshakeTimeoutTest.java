@@ -226,7 +226,7 @@ class RdmaHandshakeTimeoutTest {
             }
             await(() -> closed.get() == flood, "all " + flood + " half-open connections closed");
             // The count comes at the end of the interval that the first line began.
-            Pattern count = Pattern.compile("(\\d+) more handshakes not established in time");
+            Pattern count = Pattern.compile("handshakes not established in time: (\\d+) more");
             await(() -> reported(logged(log, server), "not established within 200 ms", count) == flood,
                     () -> "the server reported " + flood + " timeouts: " + logged(log, server));
 
@@ -291,7 +291,7 @@ class RdmaHandshakeTimeoutTest {
             Thread.sleep(1000); // and the server's rdma_cm sees the clients go
             server.read();
             await(() -> closed.get() == gone, "all " + gone + " accepted channels closed");
-            Pattern count = Pattern.compile("(\\d+) more accepts failed");
+            Pattern count = Pattern.compile("accepts failed: (\\d+) more");
             await(() -> reported(logged(log, server), "could not accept it: ", count) == gone,
                     () -> "the server reported " + gone + " failed accepts: " + logged(log, server));
 

@@ -30,13 +30,13 @@ class RefusalLogTest {
         }
         assertThat(lines).containsExactly("server: refused 0");
         awaitLines(lines, 2);
-        assertThat(lines.get(1)).isEqualTo("server: 999 more connection requests refused in the last 300 ms (not "
+        assertThat(lines.get(1)).isEqualTo("server: connection requests refused: 999 more in the last 300 ms (not "
                 + "logged one by one)");
         // A flood that goes on: counted from the last count line, one line per interval.
         log.log(RefusalLog.Kind.REFUSED, "refused again", null);
         log.log(RefusalLog.Kind.REFUSED, "and again", null);
         awaitLines(lines, 3);
-        assertThat(lines.get(2)).startsWith("server: 2 more connection requests refused");
+        assertThat(lines.get(2)).startsWith("server: connection requests refused: 2 more in the last");
         // After a quiet interval, the next one is logged as it is.
         Thread.sleep(TimeUnit.NANOSECONDS.toMillis(INTERVAL) + 100);
         log.log(RefusalLog.Kind.REFUSED, "refused later", null);
@@ -58,8 +58,8 @@ class RefusalLogTest {
         assertThat(lines).containsExactly("server: timed out 0", "server: accept failed 0", "server: refused");
         awaitLines(lines, 5);
         assertThat(lines.subList(3, 5)).containsExactlyInAnyOrder(
-                "server: 9 more handshakes not established in time in the last 300 ms (not logged one by one)",
-                "server: 9 more accepts failed in the last 300 ms (not logged one by one)");
+                "server: handshakes not established in time: 9 more in the last 300 ms (not logged one by one)",
+                "server: accepts failed: 9 more in the last 300 ms (not logged one by one)");
     }
 
     @Test
