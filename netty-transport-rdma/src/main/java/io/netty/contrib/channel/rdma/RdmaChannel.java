@@ -244,16 +244,15 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
         try {
             accept();
         } catch (Throwable t) {
-            failRegistration(t);
+            // Also a client that left while its request waited: rdma_accept fails with EINVAL.
+            dropAccepted(RefusalLog.Kind.ACCEPT_FAILED, "could not accept it: " + t.getMessage(), t);
             return;
         }
         // A client that never completes the handshake (never sends its RTU) must not hold the QP forever.
         int timeoutMillis = config.getEstablishTimeoutMillis();
         connectTimeoutFuture = eventLoop().schedule(() -> {
             if (state == State.ACCEPTING) {
-                failRegistration(new ConnectTimeoutException("connection from " + remote
-                        + " was not established within " + timeoutMillis + " ms"));
-                unsafe().close(unsafe().voidPromise());
+                dropAccepted(RefusalLog.Kind.TIMED_OUT, "not established within " + timeoutMillis + " ms", null);
             }
         }, timeoutMillis, TimeUnit.MILLISECONDS);
         // Not yet: an accepted TCP socket is connected, so pipelines expect an accepted channel to be
@@ -263,17 +262,26 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
     }
 
     /**
-     * An accepted channel that was not established fails its registration: Netty closes it and the
-     * {@code ServerBootstrap} drops it (it stays {@link State#ACCEPTING} until then). Netty deregisters only
-     * registered channels, so the loop forgets it here.
+     * An accepted channel that will not be established: one line in its server's log (rate-limited, as a peer
+     * decides how often this happens), then closed and released like any channel, without its registration.
      */
-    private void failRegistration(Throwable cause) {
-        ChannelPromise promise = registerPromise;
-        if (promise == null) {
+    private void dropAccepted(RefusalLog.Kind kind, String why, Throwable cause) {
+        ((RdmaServerChannel) parent()).dropped(kind, "dropped the connection from " + remote + ": " + why, cause);
+        unsafe().close(unsafe().voidPromise());
+    }
+
+    /**
+     * An accepted channel that was not established never completes its registration, and the loop forgets it here
+     * (Netty deregisters only registered channels). Completing it either way would make Netty act on a connection
+     * that never was one: a failure makes {@code ServerBootstrap} log a warning with the cause's stack trace per
+     * connection (300 half-open handshakes: 3 900 lines), a success runs the child handler for a channel that never
+     * becomes active. Only {@code ServerBootstrap}'s listener waits on it, and it goes with the channel.
+     */
+    private void abandonRegistration() {
+        if (registerPromise == null) {
             return;
         }
         registerPromise = null;
-        promise.tryFailure(cause);
         IoRegistration r = ioRegistration;
         if (r != null) {
             r.cancel();
@@ -325,7 +333,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
         if (parent() != null) {
             ((RdmaServerChannel) parent()).childClosed(remote, was == State.NEW || was == State.ACCEPTING);
         }
-        failRegistration(new ClosedChannelException());
+        abandonRegistration();
         ChannelPromise promise = connectPromise;
         if (promise != null) {
             promise.tryFailure(new ClosedChannelException());
@@ -447,15 +455,25 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
                 case CmEventType.ESTABLISHED -> established(event);
                 case CmEventType.REJECTED -> failConnect(rejected(event));
                 case CmEventType.ADDR_ERROR, CmEventType.ROUTE_ERROR, CmEventType.UNREACHABLE,
-                     CmEventType.CONNECT_ERROR -> failConnect(new ConnectException("connection to "
-                        + requestedRemoteAddress + " failed: " + CmEventType.name(type) + " (status "
-                        + event.status() + ")"));
+                     CmEventType.CONNECT_ERROR -> {
+                    String what = CmEventType.name(type) + " (status " + event.status() + ")";
+                    if (state == State.ACCEPTING) {
+                        // UNREACHABLE: rdma_cm's own wait for the client's RTU ran out.
+                        dropAccepted(type == CmEventType.UNREACHABLE ? RefusalLog.Kind.TIMED_OUT
+                                : RefusalLog.Kind.FAILED, "failed before it was established: " + what, null);
+                    } else {
+                        failConnect(new ConnectException("connection to " + requestedRemoteAddress + " failed: "
+                                + what));
+                    }
+                }
                 case CmEventType.DISCONNECTED, CmEventType.DEVICE_REMOVAL -> peerGone();
                 default -> logger.debug("{}: ignoring rdma_cm event {}", this, CmEventType.name(type));
             }
         } catch (Throwable t) {
             if (connectPromise != null) {
                 failConnect(t);
+            } else if (state == State.ACCEPTING) {
+                dropAccepted(RefusalLog.Kind.FAILED, "failed before it was established: " + t, t);
             } else {
                 pipeline().fireExceptionCaught(t);
                 unsafe().close(unsafe().voidPromise());
@@ -551,7 +569,6 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
     }
 
     private void failConnect(Throwable cause) {
-        failRegistration(cause);
         ChannelPromise promise = connectPromise;
         connectPromise = null;
         if (connectTimeoutFuture != null) {
@@ -578,8 +595,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
         }
         if (state == State.ACCEPTING) {
             // Accepted, but the client left before the connection was established: nobody has seen this channel.
-            failConnect(new ConnectException("connection from " + remote + " was closed by the peer before it"
-                    + " was established"));
+            dropAccepted(RefusalLog.Kind.FAILED, "closed by the peer before it was established", null);
             return;
         }
         if (connection == null) {
@@ -644,10 +660,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             }
             if (state == State.ACCEPTING) {
                 // Not established yet, so no handler of the application's is there to hear it: the accept fails.
-                ConnectException failed = new ConnectException("connection from " + remote + " failed before it was"
-                        + " established: " + e.getMessage());
-                failed.setStackTrace(new StackTraceElement[0]);
-                failConnect(failed);
+                dropAccepted(RefusalLog.Kind.FAILED, "failed before it was established: " + e.getMessage(), e);
                 return;
             }
             pipeline().fireExceptionCaught(e);
@@ -720,7 +733,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
         if (peerGone) {
             if (state == State.ACCEPTING) {
                 // Its queue pair failed before it was established: nobody has seen this channel or will read it.
-                unsafe().close(unsafe().voidPromise());
+                dropAccepted(RefusalLog.Kind.FAILED, "its queue pair failed before it was established", null);
             } else if (!connection.hasPending()) {
                 closeOnPeerGone();
             }

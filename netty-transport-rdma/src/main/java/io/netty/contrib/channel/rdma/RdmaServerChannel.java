@@ -27,7 +27,8 @@ import java.util.concurrent.atomic.AtomicInteger;
 public final class RdmaServerChannel extends AbstractRdmaChannel implements ServerSocketChannel {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaServerChannel.class);
     private static final ChannelMetadata METADATA = new ChannelMetadata(false, 16);
-    private final RefusalLog refusals = new RefusalLog(logger);
+    /** Requests refused and accepted connections dropped, this server's and its children's (from their loops). */
+    private final RefusalLog refusals = new RefusalLog(logger, this);
 
     private final RdmaServerChannelConfig config = new RdmaServerChannelConfig(this);
     private final ArrayDeque<RdmaChannel> accepted = new ArrayDeque<>();
@@ -172,9 +173,9 @@ public final class RdmaServerChannel extends AbstractRdmaChannel implements Serv
         deliverAccepted();
     }
 
-    /** Refuses a request this server does not take: logged (at most once per 10 s) and recorded for JFR. */
+    /** Refuses a request this server does not take: logged (rate-limited, {@link RefusalLog}) and recorded for JFR. */
     private void refuse(CmId id, InetSocketAddress from, String why, int reason) {
-        refusals.refused(this + ": rejected a connection request from " + from + ": " + why);
+        refusals.log(RefusalLog.Kind.REFUSED, "rejected a connection request from " + from + ": " + why, null);
         RdmaEvents.rejected(localAddress(), from, why);
         rejectAndClose(id, reason);
     }
@@ -196,6 +197,11 @@ public final class RdmaServerChannel extends AbstractRdmaChannel implements Serv
             }
         }
         return null;
+    }
+
+    /** An accepted connection is dropped before it was established (any thread): logged, rate-limited. */
+    void dropped(RefusalLog.Kind kind, String message, Throwable cause) {
+        refusals.log(kind, message, cause);
     }
 
     /** An accepted connection was established (any thread). */

@@ -8,6 +8,7 @@ import io.netty.channel.Channel;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
+import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.channel.socket.SocketChannel;
@@ -27,6 +28,11 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BooleanSupplier;
+import java.util.function.Supplier;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -43,6 +49,13 @@ class RdmaHandshakeTimeoutTest {
     }
 
     private static final int HALF_OPEN = 20;
+    /** A child handler for connections that are only counted. */
+    private static final ChannelInitializer<SocketChannel> NOTHING = new ChannelInitializer<>() {
+        @Override
+        protected void initChannel(SocketChannel ch) {
+            // nothing to do: connections only
+        }
+    };
 
     @Test
     void halfOpenHandshakesAreReleasedAndOthersStillConnect() throws Exception {
@@ -188,12 +201,166 @@ class RdmaHandshakeTimeoutTest {
         }
     }
 
+    /**
+     * 300 half-open handshakes time out: the server logs the first and then how many more, one line each without a
+     * stack trace (Netty's {@code ServerBootstrap} logged each with its {@code ConnectTimeoutException}: about 15
+     * lines a handshake), and every QP and rdma_cm id of theirs is released.
+     */
+    @Test
+    void timedOutHandshakesAreOneLineAndACount() throws Exception {
+        int flood = 300;
+        EventLoopGroup group = new MultiThreadIoEventLoopGroup(1, RdmaIoHandler.newFactory());
+        AtomicInteger closed = new AtomicInteger();
+        try (CapturedLog log = new CapturedLog(); CmEventChannel attacker = CmEventChannel.create()) {
+            Channel server = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
+                    .childOption(RdmaChannelOption.ESTABLISH_TIMEOUT_MILLIS, 200)
+                    .handler(closeCounter(closed))
+                    .childHandler(NOTHING)
+                    .bind(TestAddress.get(), 0).sync().channel();
+            InetSocketAddress address = (InetSocketAddress) server.localAddress();
+            long qps = SoftwareRdma.hasObjectCounts() ? SoftwareRdma.objectCounts().get("qp") : 0;
+            long cmIds = SoftwareRdma.hasObjectCounts() ? SoftwareRdma.objectCounts().get("cm_id") : 0;
+            List<CmId> ids = new ArrayList<>();
+            for (int i = 0; i < flood; i++) {
+                ids.add(halfOpen(attacker, address));
+            }
+            await(() -> closed.get() == flood, "all " + flood + " half-open connections closed");
+            // The count comes at the end of the interval that the first line began.
+            Pattern count = Pattern.compile("handshakes not established in time: (\\d+) more");
+            await(() -> reported(logged(log, server), "not established within 200 ms", count) == flood,
+                    () -> "the server reported " + flood + " timeouts: " + logged(log, server));
+
+            List<CapturedLog.Entry> logged = logged(log, server);
+            assertThat(logged).as("what was logged").hasSizeLessThanOrEqualTo(3)
+                    .allMatch(e -> e.message().startsWith(RdmaServerChannel.class.getName() + ": ") && e.thrown() == null);
+            assertThat(logged.stream().mapToInt(CapturedLog.Entry::lines).sum())
+                    .as("lines logged for %d timed-out handshakes: %s", flood, logged).isLessThanOrEqualTo(3);
+            if (SoftwareRdma.hasObjectCounts()) {
+                assertThat(SoftwareRdma.objectCounts().get("qp")).as("server QPs").isEqualTo(qps);
+                for (CmId id : ids) {
+                    id.close();
+                }
+                assertThat(SoftwareRdma.objectCounts().get("cm_id")).as("rdma_cm ids").isEqualTo(cmIds);
+            } else {
+                for (CmId id : ids) {
+                    id.close();
+                }
+            }
+            server.close().sync();
+        } finally {
+            group.shutdownGracefully(0, 1, TimeUnit.SECONDS).sync();
+        }
+    }
+
+    /**
+     * Clients that leave while their connect requests wait for the server to read them: rdma_accept fails (EINVAL,
+     * the request is gone), which is one line and a count, without a stack trace, and nothing of them is left.
+     */
+    @Test
+    void clientsGoneBeforeTheirAcceptAreOneLineAndACount() throws Exception {
+        int gone = 20;
+        EventLoopGroup group = new MultiThreadIoEventLoopGroup(1, RdmaIoHandler.newFactory());
+        AtomicInteger closed = new AtomicInteger();
+        try (CapturedLog log = new CapturedLog(); CmEventChannel attacker = CmEventChannel.create()) {
+            // Auto-read off: requests wait, taken by the server, until it reads them.
+            Channel server = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
+                    .option(ChannelOption.AUTO_READ, false)
+                    .handler(closeCounter(closed))
+                    .childHandler(NOTHING)
+                    .bind(TestAddress.get(), 0).sync().channel();
+            InetSocketAddress address = (InetSocketAddress) server.localAddress();
+            long qps = SoftwareRdma.hasObjectCounts() ? SoftwareRdma.objectCounts().get("qp") : 0;
+            long cmIds = SoftwareRdma.hasObjectCounts() ? SoftwareRdma.objectCounts().get("cm_id") : 0;
+            List<CmId> ids = new ArrayList<>();
+            for (int i = 0; i < gone; i++) {
+                CmId id = attacker.createId();
+                id.resolveAddr(null, address, 2000);
+                expect(attacker, id, CmEventType.ADDR_RESOLVED);
+                id.resolveRoute(2000);
+                expect(attacker, id, CmEventType.ROUTE_RESOLVED);
+                byte[] params = new byte[ConnectParameters.LENGTH];
+                new ConnectParameters().wrap(MemorySegment.ofArray(params)).writeHeader().recvCredits(4)
+                        .recvBufferSize(1024);
+                id.connect(ConnParam.of(params).withQpNum(0x125));
+                ids.add(id);
+            }
+            Thread.sleep(1000); // the requests reach the server
+            for (CmId id : ids) {
+                id.close();
+            }
+            Thread.sleep(1000); // and the server's rdma_cm sees the clients go
+            server.read();
+            await(() -> closed.get() == gone, "all " + gone + " accepted channels closed");
+            Pattern count = Pattern.compile("accepts failed: (\\d+) more");
+            await(() -> reported(logged(log, server), "could not accept it: ", count) == gone,
+                    () -> "the server reported " + gone + " failed accepts: " + logged(log, server));
+
+            List<CapturedLog.Entry> logged = logged(log, server);
+            assertThat(logged).as("what was logged").hasSizeLessThanOrEqualTo(2)
+                    .allMatch(e -> e.message().startsWith(RdmaServerChannel.class.getName() + ": ") && e.thrown() == null);
+            assertThat(logged.get(0).message()).contains("rdma_accept failed: EINVAL");
+            if (SoftwareRdma.hasObjectCounts()) {
+                assertThat(SoftwareRdma.objectCounts().get("qp")).as("server QPs").isEqualTo(qps);
+                assertThat(SoftwareRdma.objectCounts().get("cm_id")).as("rdma_cm ids").isEqualTo(cmIds);
+            }
+            server.close().sync();
+        } finally {
+            group.shutdownGracefully(0, 1, TimeUnit.SECONDS).sync();
+        }
+    }
+
+    /** A server handler that counts its children's closes. */
+    private static ChannelInboundHandlerAdapter closeCounter(AtomicInteger closed) {
+        return new ChannelInboundHandlerAdapter() {
+            @Override
+            public void channelRead(ChannelHandlerContext ctx, Object child) {
+                ((Channel) child).closeFuture().addListener(f -> closed.incrementAndGet());
+                ctx.fireChannelRead(child);
+            }
+        };
+    }
+
+    /** What was logged, but the count lines that servers of earlier tests log late. */
+    private static List<CapturedLog.Entry> logged(CapturedLog log, Channel server) {
+        String others = RdmaServerChannel.class.getName() + ": ";
+        String ours = others + server;
+        return log.entries().stream().filter(e -> !e.message().startsWith(others) || e.message().startsWith(ours))
+                .toList();
+    }
+
+    /** The events logged: lines containing {@code each}, plus the counts {@code count} finds. */
+    private static int reported(List<CapturedLog.Entry> logged, String each, Pattern count) {
+        int n = 0;
+        for (CapturedLog.Entry e : logged) {
+            String m = e.message();
+            Matcher c = count.matcher(m);
+            if (c.find()) {
+                n += Integer.parseInt(c.group(1));
+            } else if (m.contains(each)) {
+                n++;
+            }
+        }
+        return n;
+    }
+
+    private static void await(BooleanSupplier condition, String what) throws InterruptedException {
+        await(condition, () -> what);
+    }
+
+    private static void await(BooleanSupplier condition, Supplier<String> what) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (!condition.getAsBoolean()) {
+            assertThat(System.nanoTime()).as(what).isLessThan(deadline);
+            Thread.sleep(20);
+        }
+    }
+
     /** Connects {@code id} without a QP; returns the name of the event that ends the attempt. */
     private static String connectUntil(CmEventChannel channel, CmId id, InetSocketAddress server) {
         id.resolveAddr(null, server, 2000);
-        expect(channel, CmEventType.ADDR_RESOLVED);
+        expect(channel, id, CmEventType.ADDR_RESOLVED);
         id.resolveRoute(2000);
-        expect(channel, CmEventType.ROUTE_RESOLVED);
+        expect(channel, id, CmEventType.ROUTE_RESOLVED);
         byte[] params = new byte[ConnectParameters.LENGTH];
         new ConnectParameters().wrap(MemorySegment.ofArray(params)).writeHeader().recvCredits(4).recvBufferSize(1024);
         id.connect(ConnParam.of(params).withQpNum(0x124));
@@ -212,22 +379,26 @@ class RdmaHandshakeTimeoutTest {
     private static CmId halfOpen(CmEventChannel channel, InetSocketAddress server) {
         CmId id = channel.createId();
         id.resolveAddr(null, server, 2000);
-        expect(channel, CmEventType.ADDR_RESOLVED);
+        expect(channel, id, CmEventType.ADDR_RESOLVED);
         id.resolveRoute(2000);
-        expect(channel, CmEventType.ROUTE_RESOLVED);
+        expect(channel, id, CmEventType.ROUTE_RESOLVED);
         byte[] params = new byte[ConnectParameters.LENGTH];
         new ConnectParameters().wrap(MemorySegment.ofArray(params)).writeHeader().recvCredits(4).recvBufferSize(1024);
         // No QP of its own: a made-up QP number, and the handshake stops at CONNECT_RESPONSE.
         id.connect(ConnParam.of(params).withQpNum(0x123));
-        expect(channel, CmEventType.CONNECT_RESPONSE);
+        expect(channel, id, CmEventType.CONNECT_RESPONSE);
         return id;
     }
 
-    private static void expect(CmEventChannel channel, int type) {
+    /** The next event of {@code id}; those of the channel's other ids (the server dropping them) are skipped. */
+    private static void expect(CmEventChannel channel, CmId id, int type) {
         // Never a blocking wait: a connection the server refuses must fail the test, not hang it.
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
         CmEvent event;
-        while ((event = channel.pollEvent()) == null) {
+        while ((event = channel.pollEvent()) == null || event.id() != id) {
+            if (event != null) {
+                event.ack();
+            }
             if (System.nanoTime() > deadline) {
                 throw new AssertionError("no rdma_cm event within 20 s (expected " + CmEventType.name(type) + ")");
             }
