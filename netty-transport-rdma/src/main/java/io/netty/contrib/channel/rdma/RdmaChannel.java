@@ -688,15 +688,12 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             return;
         }
         peerGone = true;
-        IOException cause = new IOException(message);
-        cause.setStackTrace(new StackTraceElement[0]);
         if (state == State.ACCEPTING) {
-            ConnectException failed = new ConnectException("connection from " + remote + " failed before it was"
-                    + " established: " + message);
-            failed.setStackTrace(new StackTraceElement[0]);
-            failConnect(failed);
+            dropAccepted(RefusalLog.Kind.FAILED, "failed before it was established: " + message, null);
             return;
         }
+        IOException cause = new IOException(message);
+        cause.setStackTrace(new StackTraceElement[0]);
         if (connectPromise != null) {
             failConnect(cause);
             return;

@@ -41,6 +41,7 @@ import java.util.concurrent.TimeUnit;
  */
 final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaConnection.class);
+    private static final RefusalLog RING_FAILURES = new RefusalLog(logger, "receive rings");
     /** A ring that received nothing for this long (and holds nothing) is given back. */
     private static final long RING_IDLE_MILLIS = 1000;
     /** Addresses of receive slots and rings, read without a segment per message. */
@@ -391,8 +392,9 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed {
         } catch (RuntimeException e) {
             // Without a ring, large messages go on by SEND (or wait for held buffers to be released).
             sender.releaseControlMessage();
-            logger.warn("could not register a receive ring of {} bytes: large messages go on as SENDs of {} "
-                    + "bytes", ringSize, slotSize, e);
+            // Near RLIMIT_MEMLOCK every connection that asks fails the same way: one line and a count.
+            RING_FAILURES.log(RefusalLog.Kind.RING_FAILED, "could not register a receive ring of " + ringSize
+                    + " bytes: large messages go on as SENDs of " + slotSize + " bytes: " + e.getMessage(), e);
             return;
         }
         if (next != null) {

@@ -103,7 +103,7 @@ public final class RdmaIoHandler implements IoHandler {
     /** Every live handler by the event loop it serves, for {@link #metric(Executor)}. */
     private static final Map<Object, RdmaIoHandler> BY_LOOP = new ConcurrentHashMap<>();
     /** Device events the connections' peers can cause: logged at most once per interval, with counts. */
-    private final RefusalLog deviceEventLog = new RefusalLog(logger);
+    private final RefusalLog deviceEventLog = new RefusalLog(logger, "device events");
 
     // Counters of RdmaIoHandlerMetric: plain fields written by the loop thread only, but wakeups (other threads).
     long polls;
@@ -339,7 +339,8 @@ public final class RdmaIoHandler implements IoHandler {
             return;
         }
         if (type != IbvEventType.QP_LAST_WQE_REACHED && type != IbvEventType.COMM_EST) {
-            deviceEventLog.refused(registration.handle + ": " + IbvEventType.describe(type));
+            deviceEventLog.log(RefusalLog.Kind.QUEUE_PAIR_FAILED, registration.handle + ": "
+                    + IbvEventType.describe(type), null);
         }
         try {
             registration.handle.asyncEvent(type);

@@ -24,7 +24,9 @@ final class RefusalLog {
         REFUSED("connection requests refused"),
         TIMED_OUT("handshakes not established in time"),
         ACCEPT_FAILED("accepts failed"),
-        FAILED("connections failed before they were established");
+        FAILED("connections failed before they were established"),
+        QUEUE_PAIR_FAILED("queue pairs the device put in error"),
+        RING_FAILED("receive rings not registered");
 
         final String counted;
 

@@ -150,8 +150,8 @@ class HostilePeerProcessTest {
         Map<String, String> result = runHostilePeer(scenario);
         assertThat(result.get("status")).as("what the hostile peer saw: %s", result).isEqualTo("DISCONNECTED");
         String port = port(result.get("local"));
-        // Reported to the child's pipeline (EXCEPTION <port>), or, when the violation came before the server took
-        // ESTABLISHED and so before the child's handlers were added, logged by the pipeline's tail.
+        // Reported to the child's pipeline (EXCEPTION <port>), or, for a violation before the server took ESTABLISHED
+        // (before the child's handlers were added), the server's one-line report of the dropped connection.
         String exception = awaitServerLine(from, l -> violation(l) && l.contains(rule));
         assertThat(exception).as("the server's ProtocolException naming the rule '%s'; server log: %s", rule,
                 serverLog(from)).isNotNull();
