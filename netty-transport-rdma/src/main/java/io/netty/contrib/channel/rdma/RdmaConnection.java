@@ -132,7 +132,7 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed {
             } else if (headers != null) {
                 headers.release();
             }
-            group.leave(sqDepth, credits.limit(), credits.outstanding() + credits.owed());
+            group.leave(sqDepth, credits.limit(), credits.outstanding() + credits.owed(), loop);
             throw e;
         }
         qp = q;
@@ -530,6 +530,6 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed {
             received.remove();
         }
         rings.release();
-        group.leave(sqDepth, credits.limit(), credits.outstanding() + credits.owed());
+        group.leave(sqDepth, credits.limit(), credits.outstanding() + credits.owed(), loop);
     }
 }
