@@ -8,8 +8,12 @@ import io.netty.contrib.channel.rdma.internal.verbs.ProtectionDomain;
 import io.netty.contrib.channel.rdma.internal.verbs.RecvWorkRequests;
 import io.netty.contrib.channel.rdma.internal.verbs.SharedReceiveQueue;
 import io.netty.contrib.channel.rdma.internal.verbs.VerbsException;
+import io.netty.util.concurrent.EventExecutor;
+import io.netty.util.internal.logging.InternalLogger;
+import io.netty.util.internal.logging.InternalLoggerFactory;
 
 import java.util.Arrays;
+import java.util.concurrent.TimeUnit;
 
 /**
  * One loop's completion queue and the shared receive queue (SRQ) whose receives complete on it, serving the
@@ -29,10 +33,24 @@ import java.util.Arrays;
  *
  * <p>The completion queue never overruns: it has room for every receive the SRQ can complete (its capacity) plus
  * the send queue depth of every connection on it, and it grows ({@code ibv_resize_cq}) as connections join, up to
- * the device's {@code max_cqe} and the loop's limit; then the loop opens another group. Loop-thread confined.
+ * the device's {@code max_cqe} and the loop's limit; then the loop opens another group.
+ *
+ * <p>Memory goes back when connections are gone ({@link #releaseMemory()}): once no connection has joined or left
+ * for {@link RdmaIoHandlerConfig#memoryReleaseDelayMillis()}, the blocks of slots that are all free are released to
+ * the pool, and the loop thread's cache of the pool is flushed (a cached slot keeps its chunk registered). A slot
+ * posted in the SRQ cannot be taken back, so with no connection left the SRQ itself is destroyed (and created again
+ * at the next join), which frees every slot, and the completion queue shrinks to its first size; while connections
+ * remain, the receives departed peers left posted ({@code surplus}) are used up by the next messages, one each,
+ * and their blocks go at a later look. Nothing of this is on the data path: it runs from a task the loop schedules
+ * when a connection leaves.
+ *
+ * <p>Loop-thread confined, including the release task and the loop thread's cache it flushes.
  */
 final class QueueGroup {
+    private static final InternalLogger logger = InternalLoggerFactory.getInstance(QueueGroup.class);
     private static final int SLOTS_PER_BLOCK = 64;
+    /** Completion queue entries beyond the SRQ's, as at creation: room for the send queues of the first joins. */
+    private static final int CQ_SEND_ROOM = 1024;
     /** Receives re-posted per {@code ibv_post_srq_recv}. */
     private static final int POST_BATCH = 64;
     /** Receives posted beyond the credits, so that the one replacing a freed slot can be posted after the sends. */
@@ -41,18 +59,39 @@ final class QueueGroup {
     final int index;
     final int slotSize;
     final CompletionQueue cq;
-    final SharedReceiveQueue srq;
+    /** Null between a {@link #releaseMemory()} that found no connection and the next {@link #join}. */
+    SharedReceiveQueue srq;
+    private final ProtectionDomain pd;
     private final RdmaByteBufAllocator alloc;
     private final int maxCqe;
+    /** The SRQ size asked for, and the device's answer: the same for every SRQ this group creates. */
+    private final int srqRequest;
+    private final int srqWr;
+    private final int firstCqe;
+    private final long releaseDelayNanos;
+    /** When a connection last joined or left: memory is released once this is {@link #releaseDelayNanos} ago. */
+    private long lastChange;
+    /**
+     * The loop's polls at the last leave: the SRQ goes only after a later poll, which took every completion of the
+     * departed queue pairs (a destroyed QP adds none), so no completion can name a slot after its block is gone.
+     */
+    private long pollsAtLeave;
+    private RdmaIoHandlerMetric loopMetric;
+    private boolean releaseScheduled;
+    private boolean closed;
     private final RecvWorkRequests posts = new RecvWorkRequests(POST_BATCH, 1);
     private int pendingPosts;
     /** Whether the {@link #AHEAD} receives have been posted (at the first join). */
     private boolean ahead;
 
+    /** Slot {@code s} lies in block {@code s / 64}; a released block leaves a null until a new block takes its place. */
     private ByteBuf[] blocks = new ByteBuf[4];
     private long[] blockAddress = new long[4];
     private int[] blockLkey = new int[4];
-    private int slots;
+    /** Block indices in use: every block below is allocated or released. */
+    private int blockLimit;
+    private int liveBlocks;
+    /** Slots of live blocks neither posted, prepared to be posted, nor holding a message. */
     private int[] free = new int[SLOTS_PER_BLOCK];
     private int freeCount;
     /** Receives posted in the SRQ and not yet completed. */
@@ -75,16 +114,18 @@ final class QueueGroup {
         this.index = index;
         this.onChange = onChange;
         this.slotSize = slotSize;
+        this.pd = pd;
         this.alloc = alloc;
+        this.releaseDelayNanos = TimeUnit.MILLISECONDS.toNanos(config.memoryReleaseDelayMillis());
         var device = pd.context().queryDevice();
         this.maxCqe = Math.min(config.completionQueueSize(), device.maxCqe());
-        int srqSize = Math.min(config.sharedReceiveQueueSize(), device.maxSrqWr());
+        this.srqRequest = Math.min(config.sharedReceiveQueueSize(), device.maxSrqWr());
         SharedReceiveQueue q = null;
         CompletionQueue c = null;
         try {
-            q = pd.createSrq(srqSize, 1, 0);
+            q = pd.createSrq(srqRequest, 1, 0);
             // Every receive the SRQ holds may complete at once; sends are reserved per connection.
-            c = pd.context().createCq(Math.min(maxCqe, q.maxWr() + 1024), channel, 0);
+            c = pd.context().createCq(Math.min(maxCqe, q.maxWr() + CQ_SEND_ROOM), channel, 0);
         } catch (RuntimeException e) {
             if (q != null) {
                 q.close();
@@ -94,6 +135,8 @@ final class QueueGroup {
         }
         this.srq = q;
         this.cq = c;
+        this.srqWr = q.maxWr();
+        this.firstCqe = Math.min(maxCqe, srqWr + CQ_SEND_ROOM);
     }
 
     /**
@@ -101,10 +144,10 @@ final class QueueGroup {
      * {@code false} when this group has no room for it (the loop then opens another group).
      */
     boolean join(int sqDepth, int credits) {
-        if (committed + credits > srq.maxWr() - AHEAD) {
+        if (committed + credits > srqWr - AHEAD) {
             return false;
         }
-        int needed = srq.maxWr() + sendEntries + sqDepth;
+        int needed = srqWr + sendEntries + sqDepth;
         if (needed > cq.cqe()) {
             if (needed > maxCqe) {
                 return false;
@@ -115,8 +158,12 @@ final class QueueGroup {
                 return false;
             }
         }
+        if (srq == null) {
+            srq = pd.createSrq(srqRequest, 1, 0);
+        }
         sendEntries += sqDepth;
         connections++;
+        lastChange = System.nanoTime();
         if (!ahead) {
             ahead = true;
             post(AHEAD);
@@ -129,14 +176,145 @@ final class QueueGroup {
 
     /**
      * A connection left: its send entries and its grant are free again, and the {@code posted} receives its peer
-     * held credits for (or was owed) stay posted for others.
+     * held credits for (or was owed) stay posted for others. {@code loop} (this group's loop) runs
+     * {@link #releaseMemory()} once no connection has come or gone for the release delay.
      */
-    void leave(int sqDepth, int grant, int posted) {
+    void leave(int sqDepth, int grant, int posted, EventExecutor loop) {
         sendEntries -= sqDepth;
         committed -= grant;
         surplus += posted;
         connections--;
+        lastChange = System.nanoTime();
+        if (loopMetric == null) {
+            loopMetric = RdmaIoHandler.metric(loop);
+        }
+        pollsAtLeave = loopMetric.polls();
+        scheduleRelease(loop, releaseDelayNanos);
         onChange.run();
+    }
+
+    private void scheduleRelease(EventExecutor loop, long delayNanos) {
+        if (releaseScheduled || closed) {
+            return;
+        }
+        releaseScheduled = true;
+        loop.schedule(() -> releaseWhenQuiet(loop), delayNanos, TimeUnit.NANOSECONDS);
+    }
+
+    /** The release task: releases if the group has been quiet long enough, else looks again when it will have. */
+    private void releaseWhenQuiet(EventExecutor loop) {
+        releaseScheduled = false;
+        if (closed) {
+            return;
+        }
+        long quiet = System.nanoTime() - lastChange;
+        if (quiet < releaseDelayNanos || loopMetric.polls() == pollsAtLeave) {
+            scheduleRelease(loop, Math.max(releaseDelayNanos - quiet, TimeUnit.MILLISECONDS.toNanos(1)));
+            return;
+        }
+        releaseMemory();
+        if (surplus > 0) {
+            // Receives departed peers left posted hold their blocks until messages use them up: look again later.
+            scheduleRelease(loop, Math.max(releaseDelayNanos, TimeUnit.SECONDS.toNanos(1)));
+        }
+    }
+
+    /**
+     * Gives back what no connection needs: with no connection left the SRQ (its posted receives cannot be taken
+     * back otherwise), every slot block and the completion queue's growth; else the blocks whose slots are all
+     * free. Then flushes the loop thread's cache of the pool, which may pin chunks. Loop thread only; the release
+     * task calls it, tests too.
+     */
+    void releaseMemory() {
+        if (closed) {
+            return;
+        }
+        if (connections == 0 && srq != null) {
+            try {
+                // No queue pair is on it any more (a connection leaves after destroying its QP), and the release
+                // task waited for a poll after the last leave (pollsAtLeave).
+                srq.close();
+                srq = null;
+            } catch (RuntimeException e) {
+                logger.debug("kept the shared receive queue of {}: {}", this, e.toString());
+            }
+        }
+        if (srq == null) {
+            posted = 0;
+            surplus = 0;
+            pendingPosts = 0;
+            ahead = false;
+            freeCount = 0;
+            for (int b = 0; b < blockLimit; b++) {
+                releaseBlock(b);
+            }
+            blockLimit = 0;
+        } else {
+            releaseFreeBlocks();
+        }
+        shrinkCompletionQueue();
+        alloc.trimCurrentThreadCache();
+        onChange.run();
+    }
+
+    /** Releases every block whose slots are all in the free list, and drops those slots from it. */
+    private void releaseFreeBlocks() {
+        if (freeCount < SLOTS_PER_BLOCK) {
+            return;
+        }
+        int[] freeInBlock = new int[blockLimit];
+        for (int i = 0; i < freeCount; i++) {
+            freeInBlock[free[i] / SLOTS_PER_BLOCK]++;
+        }
+        boolean released = false;
+        for (int b = 0; b < blockLimit; b++) {
+            if (freeInBlock[b] == SLOTS_PER_BLOCK) {
+                releaseBlock(b);
+                released = true;
+            }
+        }
+        if (!released) {
+            return;
+        }
+        int kept = 0;
+        for (int i = 0; i < freeCount; i++) {
+            if (blocks[free[i] / SLOTS_PER_BLOCK] != null) {
+                free[kept++] = free[i];
+            }
+        }
+        freeCount = kept;
+        while (blockLimit > 0 && blocks[blockLimit - 1] == null) {
+            blockLimit--;
+        }
+    }
+
+    private void releaseBlock(int b) {
+        if (blocks[b] != null) {
+            blocks[b].release();
+            blocks[b] = null;
+            liveBlocks--;
+        }
+    }
+
+    /**
+     * Back to the size the remaining connections need (at least the first size) when the queue has twice that:
+     * a flood's connections grew it, and growing it again doubles it.
+     */
+    private void shrinkCompletionQueue() {
+        int target = Math.min(maxCqe, Math.max(firstCqe, srqWr + sendEntries + CQ_SEND_ROOM));
+        if (cq.cqe() >= 2L * target) {
+            try {
+                cq.resize(target);
+            } catch (VerbsException e) {
+                // It holds more completions than that right now: the next release tries again.
+                logger.debug("could not shrink the completion queue of {}: {}", this, e.toString());
+            }
+        }
+    }
+
+    /** Bytes of receive slots this group holds from the pool. */
+    long slotMemory() {
+        return (long) liveBlocks * SLOTS_PER_BLOCK * slotSize;
     }
 
     /** Entries of the completion queue. */
@@ -146,7 +324,7 @@ final class QueueGroup {
 
     /** Completion queue entries that could be filled at once: every receive of the SRQ and every send queue. */
     int completionQueueReserved() {
-        return srq.maxWr() + sendEntries;
+        return srqWr + sendEntries;
     }
 
     /** Receive credits granted to the peers of this group's connections. */
@@ -156,7 +334,7 @@ final class QueueGroup {
 
     /** Credits that may still be granted to peers. */
     int room() {
-        return srq.maxWr() - AHEAD - committed;
+        return srqWr - AHEAD - committed;
     }
 
     /** Adds {@code credits} to a peer's grant, at most {@link #room()}: posts a receive for each. */
@@ -241,32 +419,46 @@ final class QueueGroup {
 
     /** Address of the bytes of {@code slot}; checks that the slot exists (a completion names it). */
     long address(int slot) {
-        if (slot < 0 || slot >= slots) {
+        if (slot < 0 || slot >= blockLimit * SLOTS_PER_BLOCK || blocks[slot / SLOTS_PER_BLOCK] == null) {
             throw new IllegalStateException("receive completion for unknown slot " + slot);
         }
         return blockAddress[slot / SLOTS_PER_BLOCK] + (long) (slot % SLOTS_PER_BLOCK) * slotSize;
     }
 
+    /** With no free slot: a new block, in the first released block's place if any; its other slots go free. */
     private int newSlot() {
-        int block = slots / SLOTS_PER_BLOCK;
-        if (slots % SLOTS_PER_BLOCK == 0) {
-            if (block == blocks.length) {
-                blocks = Arrays.copyOf(blocks, block * 2);
-                blockAddress = Arrays.copyOf(blockAddress, block * 2);
-                blockLkey = Arrays.copyOf(blockLkey, block * 2);
-            }
-            int bytes = SLOTS_PER_BLOCK * slotSize;
-            ByteBuf buf = alloc.directBuffer(bytes, bytes);
-            long lkey = RegisteredBuffer.lkey(buf, alloc.pool());
-            if (lkey == RegisteredBuffer.NOT_REGISTERED) {
-                buf.release();
-                throw new IllegalStateException("the pool of " + alloc + " handed out unregistered memory");
-            }
-            blocks[block] = buf;
-            blockAddress[block] = buf.memoryAddress();
-            blockLkey[block] = (int) lkey;
+        int block = 0;
+        while (block < blockLimit && blocks[block] != null) {
+            block++;
         }
-        return slots++;
+        if (block == blocks.length) {
+            blocks = Arrays.copyOf(blocks, block * 2);
+            blockAddress = Arrays.copyOf(blockAddress, block * 2);
+            blockLkey = Arrays.copyOf(blockLkey, block * 2);
+        }
+        int bytes = SLOTS_PER_BLOCK * slotSize;
+        ByteBuf buf = alloc.directBuffer(bytes, bytes);
+        long lkey = RegisteredBuffer.lkey(buf, alloc.pool());
+        if (lkey == RegisteredBuffer.NOT_REGISTERED) {
+            buf.release();
+            throw new IllegalStateException("the pool of " + alloc + " handed out unregistered memory");
+        }
+        blocks[block] = buf;
+        blockAddress[block] = buf.memoryAddress();
+        blockLkey[block] = (int) lkey;
+        liveBlocks++;
+        if (block == blockLimit) {
+            blockLimit++;
+        }
+        if (freeCount + SLOTS_PER_BLOCK > free.length) {
+            free = Arrays.copyOf(free, Math.max(free.length * 2, freeCount + SLOTS_PER_BLOCK));
+        }
+        // Highest first, so that the block's slots are taken in order.
+        int first = block * SLOTS_PER_BLOCK;
+        for (int s = SLOTS_PER_BLOCK - 1; s > 0; s--) {
+            free[freeCount++] = first + s;
+        }
+        return first;
     }
 
     /** Whether no connection uses the group any more. */
@@ -277,14 +469,18 @@ final class QueueGroup {
     @Override
     public String toString() {
         return "QueueGroup{index=" + index + ", slotSize=" + slotSize + ", connections=" + connections
-                + ", committed=" + committed + ", posted=" + posted + ", surplus=" + surplus + ", slots=" + slots + ", cqe=" + cq.cqe()
+                + ", committed=" + committed + ", posted=" + posted + ", surplus=" + surplus
+                + ", slots=" + liveBlocks * SLOTS_PER_BLOCK + ", cqe=" + cq.cqe()
                 + ", sendEntries=" + sendEntries + '}';
     }
 
     /** Destroys the SRQ and the CQ and frees the slots; the QPs on them must be gone. */
     void close() {
+        closed = true;
         try {
-            srq.close();
+            if (srq != null) {
+                srq.close();
+            }
         } finally {
             try {
                 cq.close();

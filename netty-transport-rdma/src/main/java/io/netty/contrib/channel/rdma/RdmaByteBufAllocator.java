@@ -104,7 +104,11 @@ public final class RdmaByteBufAllocator extends AbstractByteBufAllocator
         return true;
     }
 
-    /** Returns what the calling thread caches to the shared pool, e.g. before an event loop goes idle. */
+    /**
+     * Returns what the calling thread caches to the shared pool, e.g. before an event loop goes idle. The RDMA
+     * event loops do it themselves once their connections have been quiet for
+     * {@link RdmaIoHandlerConfig#memoryReleaseDelayMillis()}.
+     */
     public void trimCurrentThreadCache() {
         pool.trimCurrentThreadCache();
     }
@@ -173,10 +177,23 @@ public final class RdmaByteBufAllocator extends AbstractByteBufAllocator
             return pool.chunkCount();
         }
 
+        /**
+         * Chunks deregistered and freed so far: dedicated ones when their buffer is released, pooled ones when
+         * they are empty and more than {@code maxEmptyChunks} are.
+         */
+        public long releasedChunks() {
+            return pool.releasedChunks();
+        }
+
+        /** Empty chunks kept registered for reuse. */
+        public int maxEmptyChunks() {
+            return pool.maxEmptyChunks();
+        }
+
         @Override
         public String toString() {
             return "usedDirectMemory: " + usedDirectMemory() + ", registeredMemory: " + registeredMemory()
-                    + ", chunks: " + chunkCount();
+                    + ", chunks: " + chunkCount() + ", releasedChunks: " + releasedChunks();
         }
     }
 }

@@ -133,7 +133,7 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed {
             } else if (headers != null) {
                 headers.release();
             }
-            group.leave(sqDepth, credits.limit(), credits.outstanding() + credits.owed());
+            group.leave(sqDepth, credits.limit(), credits.outstanding() + credits.owed(), loop);
             throw e;
         }
         qp = q;
@@ -537,6 +537,6 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed {
             received.remove();
         }
         rings.release();
-        group.leave(sqDepth, credits.limit(), credits.outstanding() + credits.owed());
+        group.leave(sqDepth, credits.limit(), credits.outstanding() + credits.owed(), loop);
     }
 }

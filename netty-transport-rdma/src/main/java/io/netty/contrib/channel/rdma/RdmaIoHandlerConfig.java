@@ -26,6 +26,7 @@ public final class RdmaIoHandlerConfig {
     static final int DEFAULT_SHARED_RECEIVE_QUEUE_SIZE = 8192;
     static final int DEFAULT_POLL_BATCH = 64;
     static final long DEFAULT_RING_MEMORY = 16L << 20;
+    static final long DEFAULT_MEMORY_RELEASE_DELAY_MILLIS = 5000;
 
     private long spinNanos = DEFAULT_SPIN_NANOS;
     private boolean pureSpin;
@@ -33,6 +34,7 @@ public final class RdmaIoHandlerConfig {
     private int pollBatch = DEFAULT_POLL_BATCH;
     private int sharedReceiveQueueSize = DEFAULT_SHARED_RECEIVE_QUEUE_SIZE;
     private long ringMemory = DEFAULT_RING_MEMORY;
+    private long memoryReleaseDelayMillis = DEFAULT_MEMORY_RELEASE_DELAY_MILLIS;
 
     /** A config that busy-polls forever and never blocks. */
     public static RdmaIoHandlerConfig spinning() {
@@ -118,6 +120,23 @@ public final class RdmaIoHandlerConfig {
         return this;
     }
 
+    public long memoryReleaseDelayMillis() {
+        return memoryReleaseDelayMillis;
+    }
+
+    /**
+     * How long a queue group of the loop waits after a connection left it, with no connection joining or leaving
+     * meanwhile, before it gives memory back: the receive slots no credit needs any more (in blocks of 64), its
+     * shared receive queue and the growth of its completion queue once no connection is left, and what the loop
+     * thread caches of the registered pool. So after a flood of connections the pool shrinks back to what the
+     * remaining connections use plus the allocator's {@code maxEmptyChunks}. Releasing waits that long so that
+     * connections coming and going do not map, register and free memory each time. Default 5000 (5 s).
+     */
+    public RdmaIoHandlerConfig memoryReleaseDelayMillis(long memoryReleaseDelayMillis) {
+        this.memoryReleaseDelayMillis = checkPositiveOrZero(memoryReleaseDelayMillis, "memoryReleaseDelayMillis");
+        return this;
+    }
+
     RdmaIoHandlerConfig copy() {
         RdmaIoHandlerConfig copy = new RdmaIoHandlerConfig();
         copy.spinNanos = spinNanos;
@@ -126,6 +145,7 @@ public final class RdmaIoHandlerConfig {
         copy.pollBatch = pollBatch;
         copy.sharedReceiveQueueSize = sharedReceiveQueueSize;
         copy.ringMemory = ringMemory;
+        copy.memoryReleaseDelayMillis = memoryReleaseDelayMillis;
         return copy;
     }
 }

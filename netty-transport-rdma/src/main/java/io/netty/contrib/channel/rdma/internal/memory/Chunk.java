@@ -14,7 +14,10 @@ final class Chunk {
     /** Transparent huge pages can only back 2 MiB-aligned ranges. */
     static final long HUGE_PAGE_SIZE = 2L << 20;
 
-    /** Shared, so buffers may be used and released on any thread and the chunk freed from any thread. */
+    /**
+     * Shared, so buffers may be used and released on any thread and the chunk freed from any thread. Closing it
+     * unmaps the memory ({@link MappedMemory}): the pages go back to the system at once.
+     */
     private final Arena arena;
     final MemorySegment memory;
     final long address;
@@ -57,7 +60,7 @@ final class Chunk {
         long alignment = size % HUGE_PAGE_SIZE == 0 ? HUGE_PAGE_SIZE : OS_PAGE_SIZE;
         Arena arena = Arena.ofShared();
         try {
-            MemorySegment memory = arena.allocate(size, alignment);
+            MemorySegment memory = MappedMemory.map(arena, size, alignment);
             // Registration pins the pages present now. A page first touched later (or shared copy-on-write with
             // the zero page) would be replaced by a new physical page the device never sees: silent corruption.
             for (long offset = 0; offset < size; offset += OS_PAGE_SIZE) {
@@ -137,7 +140,9 @@ final class Chunk {
         return ((1L << pages) - 1) << (page & 63);
     }
 
-    /** Deregisters, then frees. Buffers still pointing here fail on access instead of touching freed memory. */
+    /**
+     * Deregisters, then unmaps. Buffers still pointing here fail on access instead of touching freed memory.
+     */
     void free() {
         try {
             registration.close();

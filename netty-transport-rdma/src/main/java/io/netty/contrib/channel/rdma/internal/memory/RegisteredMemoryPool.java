@@ -49,6 +49,8 @@ public final class RegisteredMemoryPool {
     private volatile boolean closed;
     private volatile long registeredBytes;
     private volatile int chunkCount;
+    /** Chunks deregistered and freed while the pool was open (written under the lock). */
+    private volatile long releasedChunks;
     private final LongAdder usedBytes = new LongAdder();
 
     /**
@@ -258,6 +260,7 @@ public final class RegisteredMemoryPool {
 
     private void destroy(Chunk chunk) {
         registered(-chunk.size, -1);
+        releasedChunks++;
         chunk.free();
     }
 
@@ -299,7 +302,11 @@ public final class RegisteredMemoryPool {
         }
     }
 
-    /** Returns what the calling thread caches to the shared pool. */
+    /**
+     * Returns what the calling thread caches to the shared pool. A cached slot keeps its chunk from being empty,
+     * so after a burst an event loop's cache can pin chunks nobody uses: the transport calls this on the loop
+     * thread once its connections have been quiet for a while. Must run on the thread that owns the cache.
+     */
     public void trimCurrentThreadCache() {
         if (threadCaches.isSet()) {
             threadCaches.get().flush();
@@ -357,6 +364,18 @@ public final class RegisteredMemoryPool {
     /** Chunks currently registered, pooled and dedicated. */
     public int chunkCount() {
         return chunkCount;
+    }
+
+    /**
+     * Chunks deregistered and freed so far: dedicated ones on release, pooled ones once empty beyond
+     * {@code maxEmptyChunks}. Not those freed by {@link #close()}.
+     */
+    public long releasedChunks() {
+        return releasedChunks;
+    }
+
+    public int maxEmptyChunks() {
+        return maxEmptyChunks;
     }
 
     public int chunkSize() {

@@ -84,4 +84,26 @@ class ChunkTest {
         }
         chunk.free();
     }
+
+    @Test
+    void freedChunksGiveTheirPagesBackToTheSystem() throws Exception {
+        // One chunk freed first: with malloc'ed chunks, glibc then keeps blocks of that size in its heaps, and
+        // freeing them left them resident.
+        Chunk.create(4L << 20, PAGE, registrar, 0).free();
+        long before = residentBytes();
+        java.util.List<Chunk> chunks = new java.util.ArrayList<>();
+        for (int i = 0; i < 16; i++) {
+            chunks.add(Chunk.create(4L << 20, PAGE, registrar, 0));
+        }
+        long grown = residentBytes();
+        chunks.forEach(Chunk::free);
+        long after = residentBytes();
+        assertThat(grown - before).as("resident growth of 64 MiB of touched chunks").isGreaterThan(60L << 20);
+        assertThat(grown - after).as("resident bytes given back by freeing them").isGreaterThan(60L << 20);
+    }
+
+    private static long residentBytes() throws java.io.IOException {
+        String[] statm = java.nio.file.Files.readString(java.nio.file.Path.of("/proc/self/statm")).trim().split(" ");
+        return Long.parseLong(statm[1]) * 4096;
+    }
 }

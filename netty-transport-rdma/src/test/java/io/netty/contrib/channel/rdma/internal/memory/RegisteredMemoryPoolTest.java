@@ -79,4 +79,64 @@ class RegisteredMemoryPoolTest {
         live.forEach(RegisteredByteBuf::release);
         pool.trimCurrentThreadCache();
     }
+
+    @Test
+    void slotsAThreadCachesPinTheirChunksUntilTheCacheIsTrimmed() throws Exception {
+        // 1 KiB slots: 1024 per 1 MiB chunk, 128 cached per thread. Four chunks' worth, then all released except
+        // one slot per chunk, then those four: they stay in the loop thread's cache, one in each chunk.
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        int[] pinned = new int[1];
+        long[] releasedBefore = new long[1];
+        Thread loop = new FastThreadLocalThread(() -> {
+            try {
+                List<RegisteredByteBuf> bufs = new ArrayList<>();
+                for (int i = 0; i < 4 * 1024; i++) {
+                    bufs.add(pool.allocate(ByteBufAllocator.DEFAULT, 1024, 1024));
+                }
+                assertThat(pool.chunkCount()).isEqualTo(4);
+                List<RegisteredByteBuf> lastOfEachChunk = new ArrayList<>();
+                java.util.Set<Integer> chunksSeen = new java.util.HashSet<>(); // by lkey: one per chunk
+                for (RegisteredByteBuf buf : bufs) {
+                    if (chunksSeen.add(buf.lkey())) {
+                        lastOfEachChunk.add(buf);
+                    } else {
+                        buf.release();
+                    }
+                }
+                assertThat(lastOfEachChunk).hasSize(4);
+                lastOfEachChunk.forEach(RegisteredByteBuf::release);
+                assertThat(pool.usedMemory()).isZero();
+                pinned[0] = pool.chunkCount();
+                releasedBefore[0] = pool.releasedChunks();
+                pool.trimCurrentThreadCache();
+            } catch (Throwable t) {
+                failure.set(t);
+            }
+        });
+        loop.start();
+        loop.join();
+        assertThat(failure.get()).isNull();
+        assertThat(pinned[0]).as("chunks while the cache holds a slot of each").isEqualTo(4);
+        assertThat(pool.chunkCount()).as("after the trim: maxEmptyChunks (1)").isEqualTo(1);
+        assertThat(pool.releasedChunks() - releasedBefore[0]).as("chunks released by the trim").isEqualTo(3);
+        assertThat(registrar.liveRegistrations()).isEqualTo(1);
+    }
+
+    @Test
+    void emptyChunksBeyondMaxEmptyChunksAreReleasedAtOnce() {
+        List<RegisteredByteBuf> bufs = new ArrayList<>();
+        for (int i = 0; i < 3 * 4; i++) {
+            bufs.add(pool.allocate(ByteBufAllocator.DEFAULT, 256 << 10, 256 << 10)); // 4 per chunk, not cached
+        }
+        assertThat(pool.chunkCount()).isEqualTo(3);
+        bufs.forEach(RegisteredByteBuf::release);
+        assertThat(pool.chunkCount()).isEqualTo(1);
+        assertThat(pool.releasedChunks()).isEqualTo(2);
+        assertThat(pool.registeredMemory()).isEqualTo(1 << 20);
+        RegisteredByteBuf dedicated = pool.allocate(ByteBufAllocator.DEFAULT, 3 << 20, 3 << 20);
+        assertThat(pool.chunkCount()).isEqualTo(2);
+        dedicated.release();
+        assertThat(pool.chunkCount()).isEqualTo(1);
+        assertThat(pool.releasedChunks()).isEqualTo(3);
+    }
 }
