@@ -43,15 +43,29 @@ final class DeviceEvents {
 
     static void addGroup(QueueGroup group, RdmaIoHandler owner) {
         OWNERS.put(group, owner);
-        QUEUES.put(group.cq.address(), group);
-        QUEUES.put(group.srq.address(), group);
+        queueCreated(group.cq.address(), group);
+        if (group.srq != null) {
+            queueCreated(group.srq.address(), group);
+        }
     }
 
     /** Before {@code group}'s queues are destroyed. */
     static void removeGroup(QueueGroup group) {
-        QUEUES.remove(group.cq.address(), group);
-        QUEUES.remove(group.srq.address(), group);
+        queueDestroyed(group.cq.address(), group);
+        if (group.srq != null) {
+            queueDestroyed(group.srq.address(), group);
+        }
         OWNERS.remove(group);
+    }
+
+    /** A completion queue or shared receive queue of {@code group} at {@code address} (it recreates its SRQ). */
+    static void queueCreated(long address, QueueGroup group) {
+        QUEUES.put(address, group);
+    }
+
+    /** Before the queue at {@code address} of {@code group} is destroyed. */
+    static void queueDestroyed(long address, QueueGroup group) {
+        QUEUES.remove(address, group);
     }
 
     /** Takes every event pending on {@code context} into {@code event}; returns how many. Any loop thread. */

@@ -160,6 +160,7 @@ final class QueueGroup {
         }
         if (srq == null) {
             srq = pd.createSrq(srqRequest, 1, 0);
+            DeviceEvents.queueCreated(srq.address(), this);
         }
         sendEntries += sqDepth;
         connections++;
@@ -233,6 +234,7 @@ final class QueueGroup {
             try {
                 // No queue pair is on it any more (a connection leaves after destroying its QP), and the release
                 // task waited for a poll after the last leave (pollsAtLeave).
+                DeviceEvents.queueDestroyed(srq.address(), this);
                 srq.close();
                 srq = null;
             } catch (RuntimeException e) {
