@@ -142,21 +142,25 @@ public final class RdmaIoHandler implements IoHandler {
     volatile long cqEntries;
     volatile long cqReserved;
     volatile long creditsGranted;
+    volatile long receiveSlotMemory;
 
     /** Connections joined or left a queue group (loop thread): the metric's sums again. */
     private void queuesChanged() {
         long entries = 0;
         long reserved = 0;
         long granted = 0;
+        long slots = 0;
         for (int i = 0; i < groups.size(); i++) {
             QueueGroup g = groups.get(i);
             entries += g.completionQueueEntries();
             reserved += g.completionQueueReserved();
             granted += g.creditsGranted();
+            slots += g.slotMemory();
         }
         cqEntries = entries;
         cqReserved = reserved;
         creditsGranted = granted;
+        receiveSlotMemory = slots;
     }
 
     /** A factory of handlers with the default, adaptive {@link RdmaIoHandlerConfig}. */

@@ -67,6 +67,11 @@ public final class RdmaIoHandlerMetric {
         return handler.creditsGranted;
     }
 
+    /** Bytes of receive slots the loop's queue groups hold from the registered pool (they shrink after a flood). */
+    public long receiveSlotMemory() {
+        return handler.receiveSlotMemory;
+    }
+
     /**
      * Bytes of receive rings the loop's connections have registered now (offered, retired, or kept by buffers the
      * application holds): at most {@link RdmaIoHandlerConfig#ringMemory()}, but for the replacement ring of a
