@@ -81,7 +81,13 @@ final class DeviceEvents {
                 return taken;
             }
             taken++;
-            take(context, event);
+            try {
+                take(context, event);
+            } catch (RuntimeException e) {
+                // Acknowledged already; its loop may be shutting down and refuse the task.
+                logger.debug("{}: could not hand over {}", context.deviceName(),
+                        IbvEventType.name(VerbsContext.asyncEventType(event)), e);
+            }
         }
     }
 
