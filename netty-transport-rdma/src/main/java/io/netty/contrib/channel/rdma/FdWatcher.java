@@ -53,6 +53,21 @@ final class FdWatcher implements AutoCloseable {
         return FdIoHandle.class.isAssignableFrom(type) || isEpollHandle(type);
     }
 
+    /**
+     * Loads Netty's native epoll library if the epoll classes are there: their channels expect the loop to have
+     * done so before they are created (Netty's {@code EpollIoHandler} does it when it is created). Without the
+     * library {@code Epoll.unavailabilityCause()} says why, as with Netty's own loop.
+     */
+    static void loadNettyEpoll() {
+        if (EPOLL_IO_HANDLE != null) {
+            try {
+                Class.forName("io.netty.channel.epoll.Epoll", true, EPOLL_IO_HANDLE.getClassLoader());
+            } catch (ClassNotFoundException | LinkageError e) {
+                logger.debug("Netty's epoll classes are incomplete: their channels cannot run on RDMA loops", e);
+            }
+        }
+    }
+
     private static Class<?> epollIoHandleClass() {
         try {
             return Class.forName("io.netty.channel.epoll.EpollIoHandle", false, FdWatcher.class.getClassLoader());

@@ -127,6 +127,7 @@ public final class RdmaIoHandler implements IoHandler {
         this.config = config;
         this.spin = new SpinPolicy(config.spinNanos());
         this.ringMemory = new RingMemory(config.ringMemory());
+        FdWatcher.loadNettyEpoll();
         BY_LOOP.put(executor, this);
     }
 
