@@ -55,6 +55,7 @@ class EpollOnRdmaLoopTest {
     static EventLoopGroup group;
     private IoEventLoop loop;
     private FileDescriptor[] pipe;
+    private IoRegistration registration;
 
     @BeforeAll
     static void setUp() {
@@ -126,8 +127,6 @@ class EpollOnRdmaLoopTest {
             assertThat(calls.poll(QUIET_MILLIS, TimeUnit.MILLISECONDS)).as("no call").isNull();
         }
     }
-
-    private IoRegistration registration;
 
     /** A handle on the pipe's read end, registered ({@link #registration}) and told so. */
     private PipeHandle registered() throws Exception {
