@@ -7,6 +7,9 @@ module io.netty.contrib.transport.rdma {
     requires transitive io.netty.buffer;
     requires transitive io.netty.transport;
     requires jdk.jfr;
+    // Optional: Netty's epoll channels on RDMA loops, when the application has them (EpollHandles).
+    requires static io.netty.transport.classes.epoll;
+    requires static io.netty.transport.unix.common;
 
     exports io.netty.contrib.channel.rdma;
 }

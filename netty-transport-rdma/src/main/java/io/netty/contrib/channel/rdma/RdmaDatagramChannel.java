@@ -49,7 +49,13 @@ import java.nio.channels.NotYetConnectedException;
  * {@code DATAGRAM_CHANNEL_ACTIVE_ON_REGISTRATION}. Joining multicast groups is not supported (the futures fail
  * with {@link UnsupportedOperationException}). The default socket is IPv6 and dual-stack (IPv4 peers appear as
  * {@link java.net.Inet4Address}es); {@link SocketProtocolFamily#INET} gives an IPv4-only one.
+ *
+ * @deprecated {@link RdmaIoHandler} loops run Netty's own {@code io.netty.channel.epoll.EpollDatagramChannel}
+ *     (netty-transport-classes-epoll and netty-transport-native-epoll on the class path), which does all of this
+ *     and multicast too, and is tested by Netty's testsuite on these loops:
+ *     {@code new DnsNameResolverBuilder(rdmaLoop).datagramChannelType(EpollDatagramChannel.class)}.
  */
+@Deprecated
 public final class RdmaDatagramChannel extends AbstractChannel implements DatagramChannel {
     private static final ChannelMetadata METADATA = new ChannelMetadata(true, 16);
     /** The largest UDP payload: what a heap buffer is staged through. */

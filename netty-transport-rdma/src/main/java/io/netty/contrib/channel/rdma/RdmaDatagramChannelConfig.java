@@ -28,6 +28,7 @@ import static io.netty.channel.ChannelOption.SO_SNDBUF;
  * The options of an {@link RdmaDatagramChannel}: the socket options go straight to the kernel socket. The
  * multicast interface options are not supported (the channel does not join groups).
  */
+@Deprecated // with RdmaDatagramChannel
 final class RdmaDatagramChannelConfig extends DefaultChannelConfig implements DatagramChannelConfig {
     private final UdpSocket socket;
     private volatile boolean activeOnRegistration;

@@ -118,6 +118,7 @@ public final class RdmaIoHandler implements IoHandler {
         this.config = config;
         this.spin = new SpinPolicy(config.spinNanos());
         this.ringMemory = new RingMemory(config.ringMemory());
+        FdWatcher.loadNettyEpoll();
         BY_LOOP.put(executor, this);
     }
 
@@ -686,8 +687,8 @@ public final class RdmaIoHandler implements IoHandler {
 
     @Override
     public IoRegistration register(IoHandle handle) {
-        if (handle instanceof FdIoHandle fdHandle) {
-            return registerFd(fdHandle);
+        if (handle instanceof FdIoHandle || FdWatcher.isEpollHandle(handle.getClass())) {
+            return registerFd(handle);
         }
         RdmaIoHandle rdmaHandle = cast(handle);
         int id;
@@ -700,8 +701,11 @@ public final class RdmaIoHandler implements IoHandler {
         return registration;
     }
 
-    /** A plain fd (a kernel socket): watched by the loop's {@link FdWatcher}, created on first use. */
-    private IoRegistration registerFd(FdIoHandle handle) {
+    /**
+     * A plain fd (a kernel socket: an {@link FdIoHandle} or one of Netty's epoll channels): watched by the loop's
+     * {@link FdWatcher}, created on first use.
+     */
+    private IoRegistration registerFd(IoHandle handle) {
         try {
             if (fdWatcher == null) {
                 FdWatcher watcher = new FdWatcher(executor);
@@ -715,7 +719,7 @@ public final class RdmaIoHandler implements IoHandler {
             }
             return fdWatcher.register(handle);
         } catch (IOException e) {
-            throw new UncheckedIOException("cannot watch fd " + handle.fd() + " on the RDMA event loop", e);
+            throw new UncheckedIOException("cannot watch the fd of " + handle + " on the RDMA event loop", e);
         }
     }
 
@@ -730,7 +734,7 @@ public final class RdmaIoHandler implements IoHandler {
 
     @Override
     public boolean isCompatible(Class<? extends IoHandle> handleType) {
-        return RdmaIoHandle.class.isAssignableFrom(handleType) || FdIoHandle.class.isAssignableFrom(handleType);
+        return RdmaIoHandle.class.isAssignableFrom(handleType) || FdWatcher.isCompatible(handleType);
     }
 
     private static RdmaIoHandle cast(IoHandle handle) {

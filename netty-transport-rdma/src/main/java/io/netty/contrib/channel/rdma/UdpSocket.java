@@ -29,6 +29,7 @@ import static java.lang.foreign.ValueLayout.JAVA_SHORT;
  * after construction. An IPv6 socket is dual-stack: IPv4 addresses travel as IPv4-mapped IPv6 addresses and are
  * reported back as {@link Inet4Address}es.
  */
+@Deprecated // with RdmaDatagramChannel
 final class UdpSocket {
     static final int AF_INET = 2;
     static final int AF_INET6 = 10;

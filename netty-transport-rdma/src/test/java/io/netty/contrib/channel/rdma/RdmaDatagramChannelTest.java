@@ -56,7 +56,8 @@ import static org.assertj.core.api.Assertions.assertThat;
  * the RDMA loop against a DNS responder on 127.0.0.1.
  */
 @Timeout(60)
-@SuppressWarnings("deprecation") // RCVBUF_ALLOCATOR, DATAGRAM_CHANNEL_ACTIVE_ON_REGISTRATION: what resolvers set
+// RdmaDatagramChannel itself; RCVBUF_ALLOCATOR, DATAGRAM_CHANNEL_ACTIVE_ON_REGISTRATION: what resolvers set
+@SuppressWarnings("deprecation")
 class RdmaDatagramChannelTest {
     private static final InetAddress LOOPBACK = InetAddress.getLoopbackAddress();
     static EventLoopGroup rdma;

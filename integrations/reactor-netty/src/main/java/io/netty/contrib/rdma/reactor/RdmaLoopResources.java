@@ -3,11 +3,11 @@ package io.netty.contrib.rdma.reactor;
 import io.netty.channel.Channel;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.netty.channel.epoll.EpollDatagramChannel;
 import io.netty.channel.socket.DatagramChannel;
 import io.netty.channel.socket.ServerSocketChannel;
 import io.netty.channel.socket.SocketChannel;
 import io.netty.contrib.channel.rdma.RdmaChannel;
-import io.netty.contrib.channel.rdma.RdmaDatagramChannel;
 import io.netty.contrib.channel.rdma.RdmaIoHandler;
 import io.netty.contrib.channel.rdma.RdmaIoHandlerConfig;
 import io.netty.contrib.channel.rdma.RdmaServerChannel;
@@ -22,8 +22,9 @@ import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * reactor-netty {@link LoopResources} over RDMA: {@link RdmaIoHandler} event loops, and for them
- * {@link RdmaChannel} (clients), {@link RdmaServerChannel} (servers) and {@link RdmaDatagramChannel} (UDP: DNS
- * resolution of host names on the loops). For {@code HttpServer}, {@code HttpClient} (WebSockets included),
+ * {@link RdmaChannel} (clients), {@link RdmaServerChannel} (servers) and Netty's own {@link EpollDatagramChannel}
+ * (UDP, on the same loops: DNS resolution of host names; netty-transport-native-epoll, which reactor-netty-core
+ * brings, must be on the class path). For {@code HttpServer}, {@code HttpClient} (WebSockets included),
  * {@code TcpServer} and {@code TcpClient}:
  *
  * <pre>
@@ -131,7 +132,7 @@ public final class RdmaLoopResources implements LoopResources {
         if (type == RdmaServerChannel.class) {
             return new RdmaServerChannel();
         }
-        return new RdmaDatagramChannel();
+        return new EpollDatagramChannel();
     }
 
     private static Class<? extends Channel> channelClass(Class<?> channelType) {
@@ -142,9 +143,9 @@ public final class RdmaLoopResources implements LoopResources {
                 && ServerSocketChannel.class.isAssignableFrom(channelType)) {
             return RdmaServerChannel.class;
         }
-        if (channelType.isAssignableFrom(RdmaDatagramChannel.class)
+        if (channelType.isAssignableFrom(EpollDatagramChannel.class)
                 && DatagramChannel.class.isAssignableFrom(channelType)) {
-            return RdmaDatagramChannel.class;
+            return EpollDatagramChannel.class;
         }
         throw new IllegalArgumentException("RDMA loops have no channel of type " + channelType.getName()
                 + " (they offer SocketChannel, ServerSocketChannel and DatagramChannel; no domain sockets)");

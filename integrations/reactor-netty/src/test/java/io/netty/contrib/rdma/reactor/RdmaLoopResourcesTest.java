@@ -1,9 +1,9 @@
 package io.netty.contrib.rdma.reactor;
 
 import io.netty.contrib.channel.rdma.RdmaChannel;
-import io.netty.contrib.channel.rdma.RdmaDatagramChannel;
 import io.netty.resolver.dns.DnsAddressResolverGroup;
 import io.netty.resolver.dns.SingletonDnsServerAddressStreamProvider;
+import io.netty.channel.epoll.EpollDatagramChannel;
 import io.netty.channel.socket.DatagramChannel;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -81,7 +81,7 @@ class RdmaLoopResourcesTest {
     @Test
     void loopsHandOutRdmaChannelTypes() {
         assertThat(loops.onChannelClass(DatagramChannel.class, loops.onClient(true)))
-                .isEqualTo(RdmaDatagramChannel.class);
+                .isEqualTo(EpollDatagramChannel.class);
         assertThat(loops.onChannel(io.netty.channel.socket.SocketChannel.class, loops.onClient(true)))
                 .isInstanceOf(RdmaChannel.class);
     }

@@ -4,11 +4,14 @@ import io.netty.channel.Channel;
 import io.netty.channel.ChannelFactory;
 import io.netty.channel.IoHandlerFactory;
 import io.netty.channel.ServerChannel;
+import io.netty.channel.epoll.EpollDatagramChannel;
+import io.netty.channel.epoll.EpollDomainSocketChannel;
+import io.netty.channel.epoll.EpollServerDomainSocketChannel;
 import io.netty.channel.socket.DatagramChannel;
 import io.netty.channel.socket.InternetProtocolFamily;
+import io.netty.channel.unix.DomainSocketAddress;
 import io.netty.contrib.channel.rdma.Rdma;
 import io.netty.contrib.channel.rdma.RdmaChannel;
-import io.netty.contrib.channel.rdma.RdmaDatagramChannel;
 import io.netty.contrib.channel.rdma.RdmaIoHandler;
 import io.netty.contrib.channel.rdma.RdmaIoHandlerConfig;
 import io.netty.contrib.channel.rdma.RdmaServerChannel;
@@ -16,15 +19,16 @@ import io.netty.util.internal.ObjectUtil;
 
 /**
  * A Vert.x 5 transport over RDMA: event loops are {@link RdmaIoHandler} loops, TCP-style clients and servers
- * (HTTP, {@code NetServer}, {@code NetClient}) use {@link RdmaChannel} and {@link RdmaServerChannel}, and datagram
- * sockets, among them those of Vert.x's DNS resolver, are kernel UDP on the same loops ({@link RdmaDatagramChannel}).
+ * (HTTP, {@code NetServer}, {@code NetClient}) use {@link RdmaChannel} and {@link RdmaServerChannel}; datagram
+ * sockets, among them those of Vert.x's DNS resolver, and domain sockets are Netty's own epoll channels on the same
+ * loops ({@link EpollDatagramChannel}, {@link EpollDomainSocketChannel}, {@link EpollServerDomainSocketChannel}:
+ * netty-transport-native-epoll comes with this module).
  *
  * <pre>
  * Vertx vertx = Vertx.builder().withTransport(RdmaTransport.transport()).build();
  * </pre>
  *
- * <p>Domain sockets are not supported. Peers must be RDMA peers: a server or client on this transport speaks to
- * other RDMA endpoints only.
+ * <p>Peers of TCP-style clients and servers must be RDMA peers: they speak to other RDMA endpoints only.
  */
 public final class RdmaTransport implements io.vertx.core.spi.transport.Transport {
     private final RdmaIoHandlerConfig config;
@@ -86,29 +90,41 @@ public final class RdmaTransport implements io.vertx.core.spi.transport.Transpor
     }
 
     @Override
+    public boolean supportsDomainSockets() {
+        return true;
+    }
+
+    @Override
+    public java.net.SocketAddress convert(io.vertx.core.net.SocketAddress address) {
+        return address.isDomainSocket() ? new DomainSocketAddress(address.path())
+                : io.vertx.core.spi.transport.Transport.super.convert(address);
+    }
+
+    @Override
+    public io.vertx.core.net.SocketAddress convert(java.net.SocketAddress address) {
+        return address instanceof DomainSocketAddress domain
+                ? io.vertx.core.net.SocketAddress.domainSocketAddress(domain.path())
+                : io.vertx.core.spi.transport.Transport.super.convert(address);
+    }
+
+    @Override
     public DatagramChannel datagramChannel() {
-        return new RdmaDatagramChannel();
+        return new EpollDatagramChannel();
     }
 
     @SuppressWarnings("deprecation")
     @Override
     public DatagramChannel datagramChannel(InternetProtocolFamily family) {
-        return new RdmaDatagramChannel(family);
+        return new EpollDatagramChannel(family);
     }
 
     @Override
     public ChannelFactory<? extends Channel> channelFactory(boolean domainSocket) {
-        if (domainSocket) {
-            throw new IllegalArgumentException("the RDMA transport has no domain sockets");
-        }
-        return RdmaChannel::new;
+        return domainSocket ? EpollDomainSocketChannel::new : RdmaChannel::new;
     }
 
     @Override
     public ChannelFactory<? extends ServerChannel> serverChannelFactory(boolean domainSocket) {
-        if (domainSocket) {
-            throw new IllegalArgumentException("the RDMA transport has no domain sockets");
-        }
-        return RdmaServerChannel::new;
+        return domainSocket ? EpollServerDomainSocketChannel::new : RdmaServerChannel::new;
     }
 }

@@ -4,7 +4,6 @@ import io.netty.buffer.ByteBufAllocator;
 import io.netty.buffer.UnpooledByteBufAllocator;
 import io.netty.channel.Channel;
 import io.netty.contrib.channel.rdma.RdmaChannel;
-import io.netty.contrib.channel.rdma.RdmaDatagramChannel;
 import io.netty.contrib.channel.rdma.RdmaIoHandlerConfig;
 import io.netty.util.ResourceLeakDetector;
 import io.vertx.core.Future;
@@ -41,7 +40,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * Vert.x 5 on {@link RdmaTransport} over the software RDMA device, under PARANOID leak detection: an HTTP server and
  * client (bodies from 1 B to 1 MiB, echoed and checked by CRC) and a {@code NetSocket} echo (up to 4 MiB), every
- * host name resolved by Vert.x's own DNS resolver (on {@link RdmaDatagramChannel}s) against a DNS responder on
+ * host name resolved by Vert.x's own DNS resolver (on Netty's {@code EpollDatagramChannel}s) against a DNS responder on
  * 127.0.0.1; the whole create/use/close cycle 20 times, each close done within 5 s; and no buffer leaked. It runs on
  * the default, adaptive loops and on blocking loops (spinNanos 0), whose wake-ups give other timings.
  *

@@ -15,8 +15,10 @@ import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 /**
- * An epoll instance (libc through FFM), level-triggered: watched fds with a 64-bit token each, and a wait that
- * allocates nothing unless it fails. Confined to one thread (the event loop's).
+ * An epoll instance (libc through FFM): watched fds with a 64-bit token each (level-triggered unless the interest
+ * has {@code EPOLLET}), and a wait that allocates nothing unless it fails. Waits are confined to one thread (the
+ * event loop's); {@link #add}, {@link #modify} and {@link #remove} may be called from any thread (Netty's epoll
+ * channels change their interest from other threads too).
  */
 public final class Epoll implements AutoCloseable {
     public static final int EPOLLIN = 0x001;
@@ -78,7 +80,8 @@ public final class Epoll implements AutoCloseable {
         ctl(EPOLL_CTL_DEL, "DEL", watched, 0, 0);
     }
 
-    private void ctl(int op, String name, int watched, int interest, long token) throws IOException {
+    // Synchronized: the one ctlEvent segment is the call's argument.
+    private synchronized void ctl(int op, String name, int watched, int interest, long token) throws IOException {
         EVENTS.set(ctlEvent, 0L, interest);
         DATA.set(ctlEvent, 0L, token);
         check("epoll_ctl(" + name + ", fd " + watched + ")",

@@ -1,0 +1,15 @@
+package io.netty.contrib.channel.rdma.testsuite.epoll;
+
+import io.netty.bootstrap.Bootstrap;
+import io.netty.bootstrap.ServerBootstrap;
+import io.netty.testsuite.transport.TestsuitePermutation.BootstrapComboFactory;
+import io.netty.testsuite.transport.socket.SocketConnectTest;
+
+import java.util.List;
+
+class EpollOnRdmaSocketConnectTest extends SocketConnectTest {
+    @Override
+    protected List<BootstrapComboFactory<ServerBootstrap, Bootstrap>> newFactories() {
+        return EpollOnRdmaSocketTestPermutation.INSTANCE.socket();
+    }
+}

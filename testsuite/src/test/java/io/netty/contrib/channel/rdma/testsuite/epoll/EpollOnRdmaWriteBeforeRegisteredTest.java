@@ -1,0 +1,14 @@
+package io.netty.contrib.channel.rdma.testsuite.epoll;
+
+import io.netty.bootstrap.Bootstrap;
+import io.netty.testsuite.transport.TestsuitePermutation.BootstrapFactory;
+import io.netty.testsuite.transport.socket.WriteBeforeRegisteredTest;
+
+import java.util.List;
+
+class EpollOnRdmaWriteBeforeRegisteredTest extends WriteBeforeRegisteredTest {
+    @Override
+    protected List<BootstrapFactory<Bootstrap>> newFactories() {
+        return EpollOnRdmaSocketTestPermutation.INSTANCE.clientSocket();
+    }
+}
