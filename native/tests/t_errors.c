@@ -39,7 +39,8 @@ static void expect_access_event(struct ibv_qp *responder) {
     CHECK(fl >= 0 && fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK) == 0, "fcntl");
     struct ibv_async_event ev;
     int found = 0;
-    double deadline = now_ms() + 2000;
+    /* the software device queues it before the requester's error completion; kernel rxe 6.1 raises none */
+    double deadline = now_ms() + (sr_object_count ? 2000 : 500);
     while (!found && now_ms() < deadline) {
         if (!fd_readable(ctx->async_fd, 100)) continue;
         if (ibv_get_async_event(ctx, &ev)) continue;
@@ -52,7 +53,7 @@ static void expect_access_event(struct ibv_qp *responder) {
         LOG("known rxe deviation: no IBV_EVENT_QP_ACCESS_ERR for the responder of a refused RDMA operation");
         return;
     }
-    CHECK(found, "no IBV_EVENT_QP_ACCESS_ERR for the responder's QP 0x%x within 2 s", responder->qp_num);
+    CHECK(found, "no IBV_EVENT_QP_ACCESS_ERR for the responder's QP 0x%x", responder->qp_num);
 }
 
 enum variant { NO_REMOTE_WRITE, OUT_OF_BOUNDS, WRONG_RKEY, NO_REMOTE_READ, UNSIGNALLED };
