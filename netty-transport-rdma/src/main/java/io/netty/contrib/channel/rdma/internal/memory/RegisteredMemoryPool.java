@@ -7,7 +7,8 @@ import io.netty.util.concurrent.FastThreadLocalThread;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
-import java.util.concurrent.atomic.LongAdder;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 
 import static io.netty.util.internal.ObjectUtil.checkNotNull;
 
@@ -45,13 +46,20 @@ public final class RegisteredMemoryPool {
     /** Second results of {@link #take(int)} and {@link #takePages(int)}, which return the chunk. */
     private int takenOffset;
     private int takenPage;
+    /** Bytes of slots taken out (by buffers, or by thread caches to hand out) and of dedicated chunks. */
+    private long takenBytes;
 
     private volatile boolean closed;
     private volatile long registeredBytes;
     private volatile int chunkCount;
     /** Chunks deregistered and freed while the pool was open (written under the lock). */
     private volatile long releasedChunks;
-    private final LongAdder usedBytes = new LongAdder();
+    /**
+     * Every thread cache alive: what they hold is taken from the pool but not in use, so {@link #usedMemory()}
+     * subtracts it. Counting in the caches themselves keeps the allocation path free of shared counters (a
+     * LongAdder updated per allocation and release was 8 % of a fresh-buffer stream's sender).
+     */
+    private final Set<ThreadCache> caches = ConcurrentHashMap.newKeySet();
 
     /**
      * @param chunkSize         power of two, at least {@value #PAGE_SIZE}
@@ -75,13 +83,18 @@ public final class RegisteredMemoryPool {
             protected ThreadCache initialValue() {
                 // Only threads that run FastThreadLocal.removeAll() on exit (Netty's event loops) get a cache:
                 // anything cached by another thread would be lost with it. Netty's pooled allocator does the same.
-                return FastThreadLocalThread.currentThreadWillCleanupFastThreadLocals()
-                        ? new ThreadCache(RegisteredMemoryPool.this, cacheCapacities) : noCache;
+                if (!FastThreadLocalThread.currentThreadWillCleanupFastThreadLocals()) {
+                    return noCache;
+                }
+                ThreadCache cache = new ThreadCache(RegisteredMemoryPool.this, cacheCapacities);
+                caches.add(cache);
+                return cache;
             }
 
             @Override
             protected void onRemoval(ThreadCache cache) {
                 cache.flush();
+                caches.remove(cache);
             }
         };
     }
@@ -117,18 +130,17 @@ public final class RegisteredMemoryPool {
                 }
             }
         }
-        usedBytes.add(buf.slotLength());
     }
 
     /** Gives back memory that {@link #allocate(RegisteredByteBuf, int)} handed out. */
     void free(Chunk chunk, int offset, int slotLength) {
-        usedBytes.add(-slotLength);
         if (closed) {
             return; // close() freed the chunk
         }
         if (chunk.isDedicated()) {
             synchronized (this) {
                 if (!closed && dedicatedChunks.remove(chunk)) {
+                    takenBytes -= slotLength;
                     destroy(chunk);
                 }
             }
@@ -175,6 +187,7 @@ public final class RegisteredMemoryPool {
         if (size >= PAGE_SIZE) {
             Chunk chunk = takePages(size / PAGE_SIZE);
             takenOffset = takenPage * PAGE_SIZE;
+            takenBytes += size;
             return chunk;
         }
         Slab slab = partialSlabs[sizeClass];
@@ -192,6 +205,7 @@ public final class RegisteredMemoryPool {
         if (slab.isFull()) {
             unlink(slab);
         }
+        takenBytes += size;
         return slab.chunk;
     }
 
@@ -200,6 +214,7 @@ public final class RegisteredMemoryPool {
             return; // the chunk is already freed
         }
         int size = classSize(sizeClass);
+        takenBytes -= size;
         if (size >= PAGE_SIZE) {
             givePagesBack(chunk, offset / PAGE_SIZE, size / PAGE_SIZE);
             return;
@@ -255,6 +270,7 @@ public final class RegisteredMemoryPool {
         Chunk chunk = Chunk.create(size, 0, registrar, registeredBytes);
         dedicatedChunks.add(chunk);
         registered(chunk.size, 1);
+        takenBytes += Math.min(chunk.size, Integer.MAX_VALUE); // the buffer's slot length, which free() gives back
         return chunk;
     }
 
@@ -351,9 +367,15 @@ public final class RegisteredMemoryPool {
         return closed;
     }
 
-    /** Bytes held by live buffers (whole slots). */
+    /** Bytes held by live buffers (whole slots); exact while no thread allocates or releases. */
     public long usedMemory() {
-        return usedBytes.sum();
+        long cached = 0;
+        for (ThreadCache cache : caches) {
+            cached += cache.cachedBytes();
+        }
+        synchronized (this) {
+            return takenBytes - cached;
+        }
     }
 
     /** Bytes currently registered with the device, cached and free slots included. */

@@ -63,6 +63,15 @@ final class ThreadCache {
     }
 
     /** Returns every cached slot to the pool. */
+    /** Bytes of the slots cached here; read by other threads for the pool's metric, so only approximately. */
+    long cachedBytes() {
+        long bytes = 0;
+        for (int c = 0; c < counts.length; c++) {
+            bytes += (long) counts[c] * RegisteredMemoryPool.classSize(c);
+        }
+        return bytes;
+    }
+
     void flush() {
         for (int c = 0; c < counts.length; c++) {
             if (counts[c] > 0) {
