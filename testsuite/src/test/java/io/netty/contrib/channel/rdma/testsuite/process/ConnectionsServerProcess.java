@@ -45,7 +45,31 @@ public final class ConnectionsServerProcess {
     public static void main(String[] args) throws Throwable {
         AtomicInteger open = new AtomicInteger();
         EventLoopGroup group = new MultiThreadIoEventLoopGroup(2, RdmaIoHandler.newFactory());
-        Channel server = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
+        Channel server = echoServer(group, open);
+        System.out.println("PORT " + ((java.net.InetSocketAddress) server.localAddress()).getPort());
+        System.out.flush();
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        for (String line; (line = in.readLine()) != null; ) {
+            if (line.equals("STATUS")) {
+                System.gc();
+                long heap = ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed();
+                trimMalloc();
+                System.out.println("STATUS rss=" + rss() + " anon=" + status("RssAnon:") + " shmem="
+                        + status("RssShmem:") + " heap=" + heap + " open=" + open.get() + counts());
+                System.out.flush();
+            }
+        }
+        server.close().sync();
+        group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
+        System.out.println("FINAL" + counts());
+    }
+
+    /**
+     * An echo server on {@code group} (default options) at an ephemeral port of the test host; {@code open} counts
+     * its connections.
+     */
+    static Channel echoServer(EventLoopGroup group, AtomicInteger open) throws InterruptedException {
+        return new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
                 .childHandler(new ChannelInitializer<SocketChannel>() {
                     @Override
                     protected void initChannel(SocketChannel ch) {
@@ -64,22 +88,6 @@ public final class ConnectionsServerProcess {
                         });
                     }
                 }).bind(TestAddress.host(), 0).sync().channel();
-        System.out.println("PORT " + ((java.net.InetSocketAddress) server.localAddress()).getPort());
-        System.out.flush();
-        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        for (String line; (line = in.readLine()) != null; ) {
-            if (line.equals("STATUS")) {
-                System.gc();
-                long heap = ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed();
-                trimMalloc();
-                System.out.println("STATUS rss=" + rss() + " anon=" + status("RssAnon:") + " shmem="
-                        + status("RssShmem:") + " heap=" + heap + " open=" + open.get() + counts());
-                System.out.flush();
-            }
-        }
-        server.close().sync();
-        group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
-        System.out.println("FINAL" + counts());
     }
 
     /** Resident set size of this process in bytes. */

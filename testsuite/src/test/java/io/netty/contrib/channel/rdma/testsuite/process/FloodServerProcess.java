@@ -1,17 +1,10 @@
 package io.netty.contrib.channel.rdma.testsuite.process;
 
-import io.netty.bootstrap.ServerBootstrap;
 import io.netty.channel.Channel;
-import io.netty.channel.ChannelHandlerContext;
-import io.netty.channel.ChannelInboundHandlerAdapter;
-import io.netty.channel.ChannelInitializer;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
-import io.netty.channel.socket.SocketChannel;
 import io.netty.contrib.channel.rdma.RdmaByteBufAllocator;
 import io.netty.contrib.channel.rdma.RdmaIoHandler;
-import io.netty.contrib.channel.rdma.RdmaServerChannel;
-import io.netty.contrib.channel.rdma.testsuite.TestAddress;
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -34,25 +27,7 @@ public final class FloodServerProcess {
     public static void main(String[] args) throws Throwable {
         AtomicInteger open = new AtomicInteger();
         EventLoopGroup group = new MultiThreadIoEventLoopGroup(2, RdmaIoHandler.newFactory());
-        Channel server = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
-                .childHandler(new ChannelInitializer<SocketChannel>() {
-                    @Override
-                    protected void initChannel(SocketChannel ch) {
-                        open.incrementAndGet();
-                        ch.closeFuture().addListener(f -> open.decrementAndGet());
-                        ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
-                            @Override
-                            public void channelRead(ChannelHandlerContext ctx, Object msg) {
-                                ctx.write(msg);
-                            }
-
-                            @Override
-                            public void channelReadComplete(ChannelHandlerContext ctx) {
-                                ctx.flush();
-                            }
-                        });
-                    }
-                }).bind(TestAddress.host(), 0).sync().channel();
+        Channel server = ConnectionsServerProcess.echoServer(group, open);
         System.out.println("PORT " + ((java.net.InetSocketAddress) server.localAddress()).getPort());
         System.out.flush();
         RdmaByteBufAllocator.Metric pool = RdmaByteBufAllocator.defaultAllocator().metric();
@@ -63,7 +38,8 @@ public final class FloodServerProcess {
                 long rss = ConnectionsServerProcess.rss();
                 ConnectionsServerProcess.trimMalloc();
                 System.out.println("STATUS rss=" + rss + " rssTrimmed=" + ConnectionsServerProcess.rss()
-                        + " shmem=" + ConnectionsServerProcess.status("RssShmem:") + " open=" + open.get() + " chunks=" + pool.chunkCount() + " registered="
+                        + " shmem=" + ConnectionsServerProcess.status("RssShmem:") + " open=" + open.get()
+                        + " chunks=" + pool.chunkCount() + " registered="
                         + pool.registeredMemory() + " used=" + pool.usedDirectMemory() + " released="
                         + pool.releasedChunks() + " maxEmpty=" + pool.maxEmptyChunks()
                         + ConnectionsServerProcess.counts());
