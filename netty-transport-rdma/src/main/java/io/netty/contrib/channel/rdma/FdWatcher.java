@@ -48,6 +48,11 @@ final class FdWatcher implements AutoCloseable {
         return EPOLL_IO_HANDLE != null && EPOLL_IO_HANDLE.isAssignableFrom(type);
     }
 
+    /** Whether netty-transport-classes-epoll is on the class path (its native library may still be missing). */
+    static boolean epollClassesPresent() {
+        return EPOLL_IO_HANDLE != null;
+    }
+
     /** Whether this watcher takes handles of {@code type}. */
     static boolean isCompatible(Class<? extends IoHandle> type) {
         return FdIoHandle.class.isAssignableFrom(type) || isEpollHandle(type);

@@ -83,6 +83,11 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
     private volatile InetSocketAddress local;
     private volatile InetSocketAddress remote;
     private boolean readScheduled;
+    /** The TCP path, when this channel fell back to TCP or was accepted from a TCP client; see {@link #isTcp()}. */
+    private volatile TcpPath tcp;
+    private volatile String fallbackReason;
+    /** With {@link RdmaChannelOption#TCP_FALLBACK}: the end of the RDMA attempt's time. */
+    private Future<?> fallbackTimeoutFuture;
     private final Runnable readTask = () -> {
         readScheduled = false;
         readReady();
@@ -91,8 +96,23 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
     /** A client channel; connect it with {@link io.netty.bootstrap.Bootstrap}. */
     public RdmaChannel() {
         super(null);
-        config = new RdmaChannelConfig(this, RdmaDevices.defaultAllocator());
+        config = new RdmaChannelConfig(this, defaultAllocator());
         acceptedPeer = null;
+    }
+
+    /** A channel accepted by {@code parent}'s TCP listener: {@code socket} carries its bytes. */
+    RdmaChannel(RdmaServerChannel parent, io.netty.channel.Channel socket) {
+        super(parent);
+        config = new RdmaChannelConfig(this, defaultAllocator());
+        acceptedPeer = null;
+        tcp = TcpPath.accepted(this, socket);
+        local = (InetSocketAddress) socket.localAddress();
+        remote = (InetSocketAddress) socket.remoteAddress();
+    }
+
+    /** The registered pool where this host has RDMA; elsewhere (a TCP-only channel) Netty's default. */
+    private static io.netty.buffer.ByteBufAllocator defaultAllocator() {
+        return Rdma.isAvailable() ? RdmaDevices.defaultAllocator() : io.netty.buffer.ByteBufAllocator.DEFAULT;
     }
 
     /** A channel accepted by {@code parent}: its rdma_cm id and the parameters the client offered. */
@@ -108,6 +128,20 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
     @Override
     public ServerSocketChannel parent() {
         return (ServerSocketChannel) super.parent();
+    }
+
+    /**
+     * Whether this channel's bytes travel over TCP rather than RDMA: a client that fell back
+     * ({@link RdmaChannelOption#TCP_FALLBACK}, see {@link #fallbackReason()}), or a connection a dual-stack server
+     * accepted from a TCP client ({@link RdmaChannelOption#TCP_LISTEN}). Known once the channel is active.
+     */
+    public boolean isTcp() {
+        return tcp != null;
+    }
+
+    /** Why this client connected over TCP instead of RDMA, or null if it did not fall back. */
+    public String fallbackReason() {
+        return fallbackReason;
     }
 
     /**
@@ -235,6 +269,10 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
 
     @Override
     void registered(ChannelPromise promise) {
+        if (tcp != null && parent() != null) {
+            registerAcceptedTcp(promise);
+            return;
+        }
         if (acceptedPeer == null || connection != null) {
             promise.setSuccess();
             return;
@@ -259,6 +297,22 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
         // active from the start (a child handler may write in initChannel). The registration completes
         // when rdma_cm reports ESTABLISHED, and the pipeline sees the channel registered and active at
         // once; what arrives before then waits in the receive queue.
+    }
+
+    /** An accepted TCP connection is connected already: active as its socket joins this channel's loop. */
+    private void registerAcceptedTcp(ChannelPromise promise) {
+        TcpPath path = tcp;
+        path.configure(config);
+        path.register(eventLoop()).addListener((ChannelFutureListener) f -> {
+            if (f.isSuccess()) {
+                state = State.ACTIVE;
+                RdmaEvents.accepted(local, remote, true);
+                promise.setSuccess();
+            } else {
+                promise.setFailure(f.cause());
+                path.close(0);
+            }
+        });
     }
 
     /**
@@ -343,9 +397,19 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             connectTimeoutFuture.cancel(false);
             connectTimeoutFuture = null;
         }
+        if (fallbackTimeoutFuture != null) {
+            fallbackTimeoutFuture.cancel(false);
+            fallbackTimeoutFuture = null;
+        }
         boolean established = was == State.ESTABLISHED || was == State.ACTIVE;
         if (established) {
             RdmaEvents.closed(local, remote, counters, peerGone);
+        }
+        if (tcp != null) {
+            // What was moved into the socket drains first: those writes' promises completed already.
+            tcp.close(LINGER_MILLIS);
+            teardown(false);
+            return;
         }
         if (connection != null && established && !peerGone && !connection.sendsDone()) {
             // Deliver what was posted before the close: tear down after the last send completes, which sends posted
@@ -409,6 +473,10 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
 
     @Override
     protected void doBeginRead() {
+        if (tcp != null) {
+            tcp.read();
+            return;
+        }
         readPending = true;
         if (connection != null && connection.hasPending()) {
             scheduleRead();
@@ -421,6 +489,10 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             throw new NotYetConnectedException();
         }
         outputShutdown = true;
+        if (tcp != null) {
+            tcp.shutdownOutput();
+            return;
+        }
         if (connection != null && !connection.shutdownOutput()) {
             shutdownPending = true;
         }
@@ -428,6 +500,10 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
 
     @Override
     protected void doWrite(ChannelOutboundBuffer in) throws Exception {
+        if (tcp != null) {
+            tcp.write(in);
+            return;
+        }
         if (connection == null || !connection.started()) {
             throw new NotYetConnectedException();
         }
@@ -448,12 +524,18 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
     @Override
     void onCmEvent(CmEvent event) {
         int type = event.type();
+        if (tcp != null) {
+            // The RDMA attempt was given up for TCP; its id is being destroyed.
+            logger.debug("{}: ignoring rdma_cm event {} of the abandoned RDMA attempt", this, CmEventType.name(type));
+            return;
+        }
         try {
             switch (type) {
                 case CmEventType.ADDR_RESOLVED -> cmId.resolveRoute(config.getResolveTimeoutMillis());
                 case CmEventType.ROUTE_RESOLVED -> connectQueuePair();
                 case CmEventType.ESTABLISHED -> established(event);
-                case CmEventType.REJECTED -> failConnect(rejected(event));
+                case CmEventType.REJECTED -> failRdmaConnect(rejected(event),
+                        event.status() != RejectReason.CM_REJ_CONSUMER_DEFINED);
                 case CmEventType.ADDR_ERROR, CmEventType.ROUTE_ERROR, CmEventType.UNREACHABLE,
                      CmEventType.CONNECT_ERROR -> {
                     String what = CmEventType.name(type) + " (status " + event.status() + ")";
@@ -462,8 +544,8 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
                         dropAccepted(type == CmEventType.UNREACHABLE ? RefusalLog.Kind.TIMED_OUT
                                 : RefusalLog.Kind.FAILED, "failed before it was established: " + what, null);
                     } else {
-                        failConnect(new ConnectException("connection to " + requestedRemoteAddress + " failed: "
-                                + what));
+                        failRdmaConnect(new ConnectException("connection to " + requestedRemoteAddress + " failed: "
+                                + what), true);
                     }
                 }
                 case CmEventType.DISCONNECTED, CmEventType.DEVICE_REMOVAL -> peerGone();
@@ -505,7 +587,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             connection.start(peer);
             local = cmId.localAddress();
             remote = cmId.remoteAddress();
-            RdmaEvents.connected(local, remote);
+            RdmaEvents.connected(local, remote, false, null);
             fulfillConnect();
             // The server may have sent before this event came: deliver what waits, answer what it asked for
             // (a ring, credits).
@@ -515,7 +597,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             }
         } else {
             state = State.ACTIVE;
-            RdmaEvents.accepted(local, remote);
+            RdmaEvents.accepted(local, remote, false);
             ((RdmaServerChannel) parent()).handshakeDone();
             if (connectTimeoutFuture != null) {
                 connectTimeoutFuture.cancel(false);
@@ -549,9 +631,133 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
         return new ConnectException("connection refused: " + requestedRemoteAddress);
     }
 
+    /**
+     * The RDMA attempt failed with {@code cause}: falls back to TCP if the application allows it and
+     * {@code eligible} (RDMA cannot reach the peer; a reject from this transport's server is not), else fails the
+     * connect.
+     */
+    private void failRdmaConnect(Throwable cause, boolean eligible) {
+        if (eligible && config.isTcpFallback() && connectPromise != null && state == State.CONNECTING) {
+            fallBack(cause.getMessage());
+        } else {
+            failConnect(cause);
+        }
+    }
+
+    /** Gives up the RDMA attempt (its id and queue pair) and connects over TCP, remembering why. */
+    private void fallBack(String reason) {
+        if (fallbackTimeoutFuture != null) {
+            fallbackTimeoutFuture.cancel(false);
+            fallbackTimeoutFuture = null;
+        }
+        CmId id = cmId;
+        cmId = null;
+        RdmaConnection c = connection;
+        connection = null;
+        counters = null;
+        if (c != null) {
+            try {
+                c.destroyQueuePair();
+            } finally {
+                c.release();
+            }
+        }
+        if (id != null) {
+            registration.handler().closeLater(id);
+        }
+        registration.handler().tcpFallback();
+        TcpFallback.remember((InetSocketAddress) requestedRemoteAddress, reason, config.getTcpFallbackMemoryMillis());
+        connectTcp(reason);
+    }
+
+    private void connectTcp(String reason) {
+        String unavailable = TcpFallback.tcpUnavailability();
+        if (unavailable != null) {
+            failConnect(new ConnectException("cannot reach " + requestedRemoteAddress + " over RDMA (" + reason
+                    + ") and cannot fall back to TCP: " + unavailable));
+            return;
+        }
+        fallbackReason = reason;
+        TcpPath path = TcpPath.client(this);
+        // Before the connect: it may complete at once, and its listener reads the path.
+        tcp = path;
+        path.connect(config, (InetSocketAddress) requestedRemoteAddress, local, f -> {
+            if (connectPromise == null || !isOpen()) {
+                return; // timed out, cancelled or closed meanwhile: the close closes the socket
+            }
+            if (f.isSuccess()) {
+                local = tcp.localAddress();
+                remote = tcp.remoteAddress();
+                RdmaEvents.connected(local, remote, true, reason);
+                fulfillConnect();
+            } else {
+                failConnect(new ConnectException("connection to " + requestedRemoteAddress
+                        + " failed over RDMA (" + reason + ") and over TCP: " + f.cause().getMessage()));
+            }
+        });
+    }
+
+    /**
+     * Why a connection to {@code remote} goes over TCP without an RDMA attempt: this loop has no RDMA, or the
+     * destination failed over RDMA a moment ago ({@link TcpFallback}); null to try RDMA.
+     */
+    private String whyNotRdma(InetSocketAddress remote) {
+        if (registration.handler().cmChannel() == null) {
+            return "no RDMA on this host: " + registration.handler().withoutRdmaCause();
+        }
+        String remembered = TcpFallback.remembered(remote);
+        return remembered == null ? null : "remembered: " + remembered;
+    }
+
+    // ---------------------------------------------------------------- the TCP path's events (TcpPath)
+
+    void tcpRead(Object msg) {
+        if (inputShutdown || !isActive()) {
+            io.netty.util.ReferenceCountUtil.release(msg);
+            return;
+        }
+        pipeline().fireChannelRead(msg);
+    }
+
+    void tcpReadComplete() {
+        if (isActive()) {
+            pipeline().fireChannelReadComplete();
+        }
+    }
+
+    void tcpWritable() {
+        ((RdmaUnsafe) unsafe()).flushNow();
+    }
+
+    void tcpInputShutdown() {
+        inputShutdown = true;
+        pipeline().fireUserEventTriggered(ChannelInputShutdownEvent.INSTANCE);
+    }
+
+    void tcpInputShutdownReadComplete() {
+        pipeline().fireUserEventTriggered(ChannelInputShutdownReadComplete.INSTANCE);
+    }
+
+    void tcpClosedByPeer() {
+        peerGone = true;
+        if (connectPromise != null) {
+            failConnect(new ConnectException("connection to " + requestedRemoteAddress + " was closed by the peer"));
+        } else {
+            unsafe().close(unsafe().voidPromise());
+        }
+    }
+
+    void tcpException(Throwable cause) {
+        pipeline().fireExceptionCaught(cause);
+    }
+
     private void fulfillConnect() {
         ChannelPromise promise = connectPromise;
         connectPromise = null;
+        if (fallbackTimeoutFuture != null) {
+            fallbackTimeoutFuture.cancel(false);
+            fallbackTimeoutFuture = null;
+        }
         if (connectTimeoutFuture != null) {
             connectTimeoutFuture.cancel(false);
             connectTimeoutFuture = null;
@@ -893,23 +1099,18 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
                 if (state == State.CONNECTING) {
                     throw new ConnectionPendingException();
                 }
-                if (cmId != null) {
-                    throw new AlreadyConnectedException();
-                }
                 InetSocketAddress remoteInet = (InetSocketAddress) remoteAddress;
                 if (remoteInet.isUnresolved()) {
                     throw new java.net.UnknownHostException(remoteInet.getHostString());
                 }
                 InetSocketAddress localInet = localAddress != null ? (InetSocketAddress) localAddress : local;
-                cmId = registration.handler().cmChannel().createId();
-                cmId.attach(this);
-                if (config.getTrafficClass() != 0) {
-                    cmId.setTos(config.getTrafficClass());
+                if (cmId != null || tcp != null) {
+                    throw new AlreadyConnectedException();
                 }
-                cmId.resolveAddr(localInet, remoteInet, config.getResolveTimeoutMillis());
                 connectPromise = promise;
                 state = State.CONNECTING;
                 requestedRemoteAddress = remoteAddress;
+                local = localInet;
                 int connectTimeoutMillis = config.getConnectTimeoutMillis();
                 if (connectTimeoutMillis > 0) {
                     connectTimeoutFuture = eventLoop().schedule(() -> {
@@ -919,6 +1120,12 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
                             close(voidPromise());
                         }
                     }, connectTimeoutMillis, TimeUnit.MILLISECONDS);
+                }
+                String noRdma = config.isTcpFallback() ? whyNotRdma(remoteInet) : null;
+                if (noRdma != null) {
+                    connectTcp(noRdma);
+                } else {
+                    connectRdma(localInet, remoteInet);
                 }
                 promise.addListener((ChannelFutureListener) future -> {
                     if (future.isCancelled()) {
@@ -930,8 +1137,43 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
                     }
                 });
             } catch (Throwable t) {
-                closeIfClosed();
-                promise.tryFailure(annotateConnectException(t, remoteAddress));
+                Throwable cause = annotateConnectException(t, remoteAddress);
+                if (connectPromise == promise) {
+                    failConnect(cause);
+                } else {
+                    closeIfClosed();
+                    promise.tryFailure(cause);
+                }
+            }
+        }
+
+        /**
+         * Starts the RDMA attempt: rdma_resolve_addr, then {@link #onCmEvent} takes it on. With
+         * {@link RdmaChannelOption#TCP_FALLBACK}, its failure to start and its running out of time fall back to TCP.
+         */
+        private void connectRdma(InetSocketAddress localInet, InetSocketAddress remoteInet) {
+            try {
+                cmId = registration.handler().cmChannel().createId();
+                cmId.attach(this);
+                if (config.getTrafficClass() != 0) {
+                    cmId.setTos(config.getTrafficClass());
+                }
+                cmId.resolveAddr(localInet, remoteInet, config.getResolveTimeoutMillis());
+            } catch (RuntimeException e) {
+                if (!config.isTcpFallback()) {
+                    throw e;
+                }
+                fallBack("rdma_cm cannot reach " + remoteInet + ": " + e.getMessage());
+                return;
+            }
+            if (config.isTcpFallback()) {
+                int millis = config.getTcpFallbackTimeoutMillis();
+                fallbackTimeoutFuture = eventLoop().schedule(() -> {
+                    fallbackTimeoutFuture = null;
+                    if (state == State.CONNECTING && connectPromise != null && tcp == null) {
+                        fallBack("no RDMA connection within " + millis + " ms (TCP_FALLBACK_TIMEOUT_MILLIS)");
+                    }
+                }, millis, TimeUnit.MILLISECONDS);
             }
         }
 

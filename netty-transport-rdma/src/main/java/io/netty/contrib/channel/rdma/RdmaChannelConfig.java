@@ -46,6 +46,12 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
     static final int DEFAULT_RESOLVE_TIMEOUT_MILLIS = 2000;
     static final int DEFAULT_ESTABLISH_TIMEOUT_MILLIS = 10_000;
 
+    static final int DEFAULT_TCP_FALLBACK_TIMEOUT_MILLIS = 2000;
+    static final int DEFAULT_TCP_FALLBACK_MEMORY_MILLIS = 60_000;
+
+    private volatile boolean tcpFallback;
+    private volatile int tcpFallbackTimeoutMillis = DEFAULT_TCP_FALLBACK_TIMEOUT_MILLIS;
+    private volatile int tcpFallbackMemoryMillis = DEFAULT_TCP_FALLBACK_MEMORY_MILLIS;
     private volatile boolean allowHalfClosure;
     private volatile int receiveCredits = DEFAULT_RECEIVE_CREDITS;
     private volatile int receiveSlotSize = DEFAULT_RECEIVE_SLOT_SIZE;
@@ -70,7 +76,9 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
 
     @Override
     public Map<ChannelOption<?>, Object> getOptions() {
-        return getOptions(super.getOptions(), SO_RCVBUF, SO_SNDBUF, TCP_NODELAY, SO_KEEPALIVE, SO_REUSEADDR,
+        Map<ChannelOption<?>, Object> fallback = getOptions(super.getOptions(), RdmaChannelOption.TCP_FALLBACK,
+                RdmaChannelOption.TCP_FALLBACK_TIMEOUT_MILLIS, RdmaChannelOption.TCP_FALLBACK_MEMORY_MILLIS);
+        return getOptions(fallback, SO_RCVBUF, SO_SNDBUF, TCP_NODELAY, SO_KEEPALIVE, SO_REUSEADDR,
                 SO_LINGER, IP_TOS, ALLOW_HALF_CLOSURE, RdmaChannelOption.RECEIVE_CREDITS,
                 RdmaChannelOption.RECEIVE_SLOT_SIZE, RdmaChannelOption.RING_SIZE, RdmaChannelOption.RECEIVE_ZERO_COPY,
                 RdmaChannelOption.ALLOW_PD_WIDE_RKEYS, RdmaChannelOption.SEND_QUEUE_DEPTH,
@@ -81,6 +89,15 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
     @SuppressWarnings("unchecked")
     @Override
     public <T> T getOption(ChannelOption<T> option) {
+        if (option == RdmaChannelOption.TCP_FALLBACK) {
+            return (T) Boolean.valueOf(isTcpFallback());
+        }
+        if (option == RdmaChannelOption.TCP_FALLBACK_TIMEOUT_MILLIS) {
+            return (T) Integer.valueOf(getTcpFallbackTimeoutMillis());
+        }
+        if (option == RdmaChannelOption.TCP_FALLBACK_MEMORY_MILLIS) {
+            return (T) Integer.valueOf(getTcpFallbackMemoryMillis());
+        }
         if (option == SO_RCVBUF) {
             return (T) Integer.valueOf(getReceiveBufferSize());
         }
@@ -141,6 +158,18 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
     @Override
     public <T> boolean setOption(ChannelOption<T> option, T value) {
         validate(option, value);
+        if (option == RdmaChannelOption.TCP_FALLBACK) {
+            setTcpFallback((Boolean) value);
+            return true;
+        }
+        if (option == RdmaChannelOption.TCP_FALLBACK_TIMEOUT_MILLIS) {
+            setTcpFallbackTimeoutMillis((Integer) value);
+            return true;
+        }
+        if (option == RdmaChannelOption.TCP_FALLBACK_MEMORY_MILLIS) {
+            setTcpFallbackMemoryMillis((Integer) value);
+            return true;
+        }
         if (option == SO_RCVBUF) {
             setReceiveBufferSize((Integer) value);
         } else if (option == SO_SNDBUF) {
@@ -271,6 +300,36 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
     /** @see RdmaChannelOption#WRITE_COALESCE_THRESHOLD */
     public RdmaChannelConfig setWriteCoalesceThreshold(int writeCoalesceThreshold) {
         this.writeCoalesceThreshold = checkInRange(writeCoalesceThreshold, 0, 1 << 20, "writeCoalesceThreshold");
+        return this;
+    }
+
+    public boolean isTcpFallback() {
+        return tcpFallback;
+    }
+
+    /** @see RdmaChannelOption#TCP_FALLBACK */
+    public RdmaChannelConfig setTcpFallback(boolean tcpFallback) {
+        this.tcpFallback = tcpFallback;
+        return this;
+    }
+
+    public int getTcpFallbackTimeoutMillis() {
+        return tcpFallbackTimeoutMillis;
+    }
+
+    /** @see RdmaChannelOption#TCP_FALLBACK_TIMEOUT_MILLIS */
+    public RdmaChannelConfig setTcpFallbackTimeoutMillis(int tcpFallbackTimeoutMillis) {
+        this.tcpFallbackTimeoutMillis = checkPositive(tcpFallbackTimeoutMillis, "tcpFallbackTimeoutMillis");
+        return this;
+    }
+
+    public int getTcpFallbackMemoryMillis() {
+        return tcpFallbackMemoryMillis;
+    }
+
+    /** @see RdmaChannelOption#TCP_FALLBACK_MEMORY_MILLIS */
+    public RdmaChannelConfig setTcpFallbackMemoryMillis(int tcpFallbackMemoryMillis) {
+        this.tcpFallbackMemoryMillis = checkPositiveOrZero(tcpFallbackMemoryMillis, "tcpFallbackMemoryMillis");
         return this;
     }
 

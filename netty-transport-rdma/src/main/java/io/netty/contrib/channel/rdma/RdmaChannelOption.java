@@ -101,6 +101,46 @@ public final class RdmaChannelOption<T> extends ChannelOption<T> {
     public static final ChannelOption<Integer> RESOLVE_TIMEOUT_MILLIS = valueOf(RdmaChannelOption.class,
             "RESOLVE_TIMEOUT_MILLIS");
 
+    /**
+     * On a client: connect over TCP instead when RDMA cannot reach the peer — no RDMA on this host (a loop started
+     * with {@link RdmaIoHandlerConfig#requireRdma(boolean) requireRdma(false)}), no RDMA route to the address,
+     * nothing listening for RDMA there or a reject that is not from this transport's server, or no RDMA connection
+     * within {@link #TCP_FALLBACK_TIMEOUT_MILLIS}. The channel stays an {@code RdmaChannel} with the same pipeline;
+     * {@link RdmaChannel#isTcp()} and {@link RdmaChannel#fallbackReason()} tell which path it took and why. A
+     * reject from an RDMA server of this transport (it is there, and said no) fails the connect as without this
+     * option. The reason is logged once per destination and counted ({@link RdmaIoHandlerMetric#tcpFallbacks()});
+     * the destination is then reached over TCP without an RDMA attempt for {@link #TCP_FALLBACK_MEMORY_MILLIS}.
+     * Needs Netty's epoll channels (netty-transport-native-epoll) on the class path. Off by default: a client that
+     * asks for RDMA gets RDMA or an error that names why not, so a mistake in a fabric's set-up does not pass
+     * silently as a slower connection.
+     */
+    public static final ChannelOption<Boolean> TCP_FALLBACK = valueOf(RdmaChannelOption.class, "TCP_FALLBACK");
+
+    /**
+     * With {@link #TCP_FALLBACK} on: milliseconds the RDMA attempt may take (resolution, route, handshake) before
+     * the channel gives up on it and connects over TCP. {@code CONNECT_TIMEOUT_MILLIS} bounds both attempts
+     * together. Default 2000.
+     */
+    public static final ChannelOption<Integer> TCP_FALLBACK_TIMEOUT_MILLIS = valueOf(RdmaChannelOption.class,
+            "TCP_FALLBACK_TIMEOUT_MILLIS");
+
+    /**
+     * With {@link #TCP_FALLBACK} on: milliseconds a destination that could not be reached over RDMA is reached over
+     * TCP without a new RDMA attempt (the decision is the process's, for that address and port). 0 tries RDMA on
+     * every connect. Default 60000.
+     */
+    public static final ChannelOption<Integer> TCP_FALLBACK_MEMORY_MILLIS = valueOf(RdmaChannelOption.class,
+            "TCP_FALLBACK_MEMORY_MILLIS");
+
+    /**
+     * On a server channel: also listen for TCP clients on the same address and port number. Each TCP connection is
+     * accepted as an {@link RdmaChannel} on its TCP path ({@link RdmaChannel#isTcp()}), through the same child
+     * handler and child options (those without a TCP meaning are ignored on it). RDMA ports are a space of their own
+     * (InfiniBand, RoCE, kernel rxe and the bundled software device alike), so both listeners hold one number. Needs
+     * Netty's epoll channels (netty-transport-native-epoll) on the class path. Off by default.
+     */
+    public static final ChannelOption<Boolean> TCP_LISTEN = valueOf(RdmaChannelOption.class, "TCP_LISTEN");
+
     @SuppressWarnings({"unused", "deprecation"})
     private RdmaChannelOption() {
         super(null);

@@ -19,16 +19,21 @@ final class RdmaEvents {
     private RdmaEvents() {
     }
 
-    static void connected(InetSocketAddress local, InetSocketAddress remote) {
+    /** A client connected: over TCP ({@code tcp}) because of {@code fallbackReason}, or over RDMA. */
+    static void connected(InetSocketAddress local, InetSocketAddress remote, boolean tcp, String fallbackReason) {
         ConnectEvent e = new ConnectEvent();
         if (e.isEnabled()) {
+            e.transport = tcp ? "TCP" : "RDMA";
+            e.fallbackReason = fallbackReason;
             e.commitWith(local, remote);
         }
     }
 
-    static void accepted(InetSocketAddress local, InetSocketAddress remote) {
+    /** A server accepted a connection: from a TCP client of a dual-stack server ({@code tcp}), or over RDMA. */
+    static void accepted(InetSocketAddress local, InetSocketAddress remote, boolean tcp) {
         AcceptEvent e = new AcceptEvent();
         if (e.isEnabled()) {
+            e.transport = tcp ? "TCP" : "RDMA";
             e.commitWith(local, remote);
         }
     }
@@ -91,12 +96,21 @@ final class RdmaEvents {
     @Label("RDMA Connect")
     @Description("A client connection was established")
     static final class ConnectEvent extends ConnectionEvent {
+        @Label("Transport")
+        @Description("RDMA, or TCP when the client fell back (TCP_FALLBACK)")
+        String transport;
+        @Label("Fallback Reason")
+        @Description("Why the client connected over TCP instead of RDMA")
+        String fallbackReason;
     }
 
     @Name("io.netty.contrib.rdma.Accept")
     @Label("RDMA Accept")
     @Description("A server accepted a connection and it was established")
     static final class AcceptEvent extends ConnectionEvent {
+        @Label("Transport")
+        @Description("RDMA, or TCP for a TCP client of a dual-stack server (TCP_LISTEN)")
+        String transport;
     }
 
     @Name("io.netty.contrib.rdma.Reject")

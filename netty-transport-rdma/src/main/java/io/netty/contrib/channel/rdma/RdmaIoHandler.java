@@ -110,6 +110,9 @@ public final class RdmaIoHandler implements IoHandler {
     long emptyPolls;
     long completionCount;
     long blocks;
+    long tcpFallbacks;
+    /** Started where RDMA is unavailable ({@link RdmaIoHandlerConfig#requireRdma(boolean)} false). */
+    private boolean withoutRdma;
     final java.util.concurrent.atomic.AtomicLong wakeups = new java.util.concurrent.atomic.AtomicLong();
     final RdmaIoHandlerMetric metric = new RdmaIoHandlerMetric(this);
 
@@ -175,8 +178,13 @@ public final class RdmaIoHandler implements IoHandler {
      * @throws UnsupportedOperationException when RDMA is not available ({@link Rdma#unavailabilityCause()})
      */
     public static IoHandlerFactory newFactory(RdmaIoHandlerConfig config) {
-        Rdma.ensureAvailability();
         RdmaIoHandlerConfig copy = ObjectUtil.checkNotNull(config, "config").copy();
+        if (copy.requireRdma()) {
+            Rdma.ensureAvailability();
+        } else if (!Rdma.isAvailable()) {
+            logger.info("RDMA event loops without RDMA (requireRdma(false)): their channels use TCP only ({})",
+                    Rdma.unavailabilityCause().getMessage());
+        }
         return new IoHandlerFactory() {
             @Override
             public IoHandler newHandler(ThreadAwareExecutor executor) {
@@ -192,16 +200,21 @@ public final class RdmaIoHandler implements IoHandler {
 
     @Override
     public void initialize() {
-        RdmaDevices.retain();
+        withoutRdma = !Rdma.isAvailable();
+        if (!withoutRdma) {
+            RdmaDevices.retain();
+        }
         try {
             completions = new WorkCompletions(config.pollBatch());
             sendWrs = new SendWorkRequests(SEND_BATCH, Sender.MAX_GATHER);
             epoll = new Epoll(MAX_READY);
             wakeFd = new EventFd();
             epoll.add(wakeFd.fd(), Epoll.EPOLLIN, WAKE_TOKEN);
-            cmChannel = CmEventChannel.create();
-            cmChannel.setNonBlocking(true);
-            epoll.add(cmChannel.fd(), Epoll.EPOLLIN, CM_TOKEN);
+            if (!withoutRdma) {
+                cmChannel = CmEventChannel.create();
+                cmChannel.setNonBlocking(true);
+                epoll.add(cmChannel.fd(), Epoll.EPOLLIN, CM_TOKEN);
+            }
         } catch (IOException e) {
             throw new UncheckedIOException("cannot initialize the RDMA event loop", e);
         }
@@ -222,8 +235,20 @@ public final class RdmaIoHandler implements IoHandler {
         return batchFlags;
     }
 
+    /** The loop's rdma_cm event channel; null on a loop without RDMA ({@link #withoutRdmaCause()}). */
     CmEventChannel cmChannel() {
         return cmChannel;
+    }
+
+    /** Why this loop has no RDMA ({@link RdmaIoHandlerConfig#requireRdma(boolean)}). */
+    String withoutRdmaCause() {
+        Throwable cause = Rdma.unavailabilityCause();
+        return cause == null ? "the loop started without it" : cause.getMessage();
+    }
+
+    /** A client of this loop fell back to TCP (loop thread). */
+    void tcpFallback() {
+        tcpFallbacks++;
     }
 
     RdmaIoHandlerConfig config() {
@@ -472,7 +497,7 @@ public final class RdmaIoHandler implements IoHandler {
     /** Dispatches every completion (and, if asked, every rdma_cm event) that is ready; returns how many. */
     private int poll(boolean cmEvents) {
         int work = pollCompletions();
-        while (cmEvents) {
+        while (cmEvents && cmChannel != null) {
             CmEvent event;
             try {
                 event = cmChannel.pollEvent();
@@ -682,7 +707,9 @@ public final class RdmaIoHandler implements IoHandler {
         if (epoll != null) {
             epoll.close();
         }
-        RdmaDevices.release();
+        if (!withoutRdma) {
+            RdmaDevices.release();
+        }
     }
 
     @Override

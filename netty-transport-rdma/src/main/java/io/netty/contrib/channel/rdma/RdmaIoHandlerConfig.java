@@ -30,6 +30,7 @@ public final class RdmaIoHandlerConfig {
 
     private long spinNanos = DEFAULT_SPIN_NANOS;
     private boolean pureSpin;
+    private boolean requireRdma = true;
     private int completionQueueSize = DEFAULT_COMPLETION_QUEUE_SIZE;
     private int pollBatch = DEFAULT_POLL_BATCH;
     private int sharedReceiveQueueSize = DEFAULT_SHARED_RECEIVE_QUEUE_SIZE;
@@ -137,8 +138,26 @@ public final class RdmaIoHandlerConfig {
         return this;
     }
 
+    /**
+     * Whether a loop needs RDMA to start. True, the default: {@link RdmaIoHandler#newFactory(RdmaIoHandlerConfig)}
+     * throws where RDMA is unavailable ({@link Rdma#unavailabilityCause()}). False: on such a host the loops start
+     * without it, for code that runs unchanged on hosts with and without RDMA — their clients with
+     * {@link RdmaChannelOption#TCP_FALLBACK} connect over TCP at once, their servers with
+     * {@link RdmaChannelOption#TCP_LISTEN} listen on TCP only, anything else fails with the reason; Netty's epoll
+     * channels run on them as on any RDMA loop. Where RDMA is available this changes nothing.
+     */
+    public RdmaIoHandlerConfig requireRdma(boolean requireRdma) {
+        this.requireRdma = requireRdma;
+        return this;
+    }
+
+    boolean requireRdma() {
+        return requireRdma;
+    }
+
     RdmaIoHandlerConfig copy() {
         RdmaIoHandlerConfig copy = new RdmaIoHandlerConfig();
+        copy.requireRdma = requireRdma;
         copy.spinNanos = spinNanos;
         copy.pureSpin = pureSpin;
         copy.completionQueueSize = completionQueueSize;

@@ -32,6 +32,14 @@ public final class RdmaIoHandlerMetric {
         return handler.blocks;
     }
 
+    /**
+     * Connects of the loop's clients that went over TCP instead of RDMA ({@link RdmaChannelOption#TCP_FALLBACK}):
+     * after an RDMA attempt failed, or at once for a remembered destination or a loop without RDMA.
+     */
+    public long tcpFallbacks() {
+        return handler.tcpFallbacks;
+    }
+
     /** Times another thread had to wake the blocked loop (a task submitted to it). */
     public long wakeups() {
         return handler.wakeups.get();

@@ -37,6 +37,8 @@ public final class RdmaServerChannel extends AbstractRdmaChannel implements Serv
     /** Open connections (pending or established) per remote address, when they are limited. */
     private final ConcurrentHashMap<InetAddress, AtomicInteger> perAddress = new ConcurrentHashMap<>();
     private CmId cmId;
+    /** The TCP listener of a dual-stack server ({@link RdmaChannelOption#TCP_LISTEN}), else null. */
+    private TcpListener tcpListener;
     private boolean open = true;
     private boolean readPending;
     private volatile InetSocketAddress local;
@@ -57,7 +59,7 @@ public final class RdmaServerChannel extends AbstractRdmaChannel implements Serv
 
     @Override
     public boolean isActive() {
-        return open && cmId != null;
+        return open && (cmId != null || tcpListener != null);
     }
 
     @Override
@@ -91,16 +93,53 @@ public final class RdmaServerChannel extends AbstractRdmaChannel implements Serv
     }
 
     @Override
-    protected void doBind(SocketAddress localAddress) {
-        CmId id = registration.handler().cmChannel().createId();
-        id.attach(unsafe());
-        try {
-            id.bind((InetSocketAddress) localAddress);
-            id.listen(config.getBacklog());
-            local = id.localAddress();
-        } catch (RuntimeException e) {
-            id.close();
-            throw e;
+    protected void doBind(SocketAddress localAddress) throws Exception {
+        InetSocketAddress address = (InetSocketAddress) localAddress;
+        boolean tcp = config.isTcpListen();
+        if (tcp) {
+            String unavailable = TcpFallback.tcpUnavailability();
+            if (unavailable != null) {
+                throw new IllegalStateException("TCP_LISTEN: cannot listen on TCP: " + unavailable);
+            }
+        }
+        CmId id = null;
+        if (registration.handler().cmChannel() != null) {
+            id = registration.handler().cmChannel().createId();
+            id.attach(unsafe());
+            try {
+                id.bind(address);
+                id.listen(config.getBacklog());
+                local = id.localAddress();
+            } catch (RuntimeException e) {
+                id.close();
+                throw e;
+            }
+        } else if (!tcp) {
+            throw new IllegalStateException("cannot listen for RDMA on " + address + ": no RDMA on this host ("
+                    + registration.handler().withoutRdmaCause() + "); TCP_LISTEN would serve TCP clients");
+        } else {
+            logger.info("{}: no RDMA on this host, listening on TCP only ({})", address,
+                    registration.handler().withoutRdmaCause());
+        }
+        if (tcp) {
+            // The RDMA port (chosen by rdma_cm for port 0) is the TCP port too.
+            InetSocketAddress tcpAddress = id == null ? address : new InetSocketAddress(address.getAddress(),
+                    local.getPort());
+            TcpListener listener = new TcpListener(this, config.getBacklog());
+            io.netty.channel.ChannelFuture bound = listener.bind(eventLoop(), tcpAddress);
+            if (!bound.isSuccess()) {
+                listener.close();
+                if (id != null) {
+                    id.close();
+                }
+                Throwable cause = bound.cause();
+                throw new java.io.IOException("TCP_LISTEN: cannot listen on TCP at " + tcpAddress + " beside RDMA: "
+                        + (cause == null ? "bind did not complete" : cause.getMessage()), cause);
+            }
+            tcpListener = listener;
+            if (id == null) {
+                local = listener.localAddress();
+            }
         }
         cmId = id;
     }
@@ -117,6 +156,34 @@ public final class RdmaServerChannel extends AbstractRdmaChannel implements Serv
             registration.handler().closeLater(cmId);
             cmId = null;
         }
+        if (tcpListener != null) {
+            tcpListener.close();
+            tcpListener = null;
+        }
+    }
+
+    /** The TCP listener accepted {@code socket} (an unregistered socket channel): a child on its TCP path. */
+    void tcpAccepted(io.netty.channel.Channel socket) {
+        InetSocketAddress from = (InetSocketAddress) socket.remoteAddress();
+        String refused = open ? admit(from) : "the server is closing";
+        if (refused != null) {
+            refusals.log(RefusalLog.Kind.REFUSED, "closed a TCP connection from " + from + ": " + refused, null);
+            RdmaEvents.rejected(localAddress(), from, refused);
+            socket.unsafe().closeForcibly();
+            return;
+        }
+        // Connected already: nothing to establish.
+        handshakeDone();
+        accepted.add(new RdmaChannel(this, socket));
+    }
+
+    /** The TCP listener's accept batch is done. */
+    void tcpAcceptedAll() {
+        deliverAccepted();
+    }
+
+    void tcpAcceptFailed(Throwable cause) {
+        refusals.log(RefusalLog.Kind.ACCEPT_FAILED, "TCP accept failed: " + cause, cause);
     }
 
     @Override

@@ -28,6 +28,7 @@ public final class RdmaServerChannelConfig extends DefaultChannelConfig implemen
     private volatile boolean reuseAddress;
     private volatile int maxPendingHandshakes = 1024;
     private volatile int maxConnectionsPerAddress;
+    private volatile boolean tcpListen;
 
     RdmaServerChannelConfig(RdmaServerChannel channel) {
         super(channel, new ServerChannelRecvByteBufAllocator());
@@ -36,7 +37,8 @@ public final class RdmaServerChannelConfig extends DefaultChannelConfig implemen
     @Override
     public Map<ChannelOption<?>, Object> getOptions() {
         return getOptions(super.getOptions(), SO_RCVBUF, SO_REUSEADDR, SO_BACKLOG,
-                RdmaChannelOption.MAX_PENDING_HANDSHAKES, RdmaChannelOption.MAX_CONNECTIONS_PER_ADDRESS);
+                RdmaChannelOption.MAX_PENDING_HANDSHAKES, RdmaChannelOption.MAX_CONNECTIONS_PER_ADDRESS,
+                RdmaChannelOption.TCP_LISTEN);
     }
 
     @SuppressWarnings("unchecked")
@@ -57,6 +59,9 @@ public final class RdmaServerChannelConfig extends DefaultChannelConfig implemen
         if (option == RdmaChannelOption.MAX_CONNECTIONS_PER_ADDRESS) {
             return (T) Integer.valueOf(getMaxConnectionsPerAddress());
         }
+        if (option == RdmaChannelOption.TCP_LISTEN) {
+            return (T) Boolean.valueOf(isTcpListen());
+        }
         return super.getOption(option);
     }
 
@@ -73,10 +78,22 @@ public final class RdmaServerChannelConfig extends DefaultChannelConfig implemen
             setMaxPendingHandshakes((Integer) value);
         } else if (option == RdmaChannelOption.MAX_CONNECTIONS_PER_ADDRESS) {
             setMaxConnectionsPerAddress((Integer) value);
+        } else if (option == RdmaChannelOption.TCP_LISTEN) {
+            setTcpListen((Boolean) value);
         } else {
             return super.setOption(option, value);
         }
         return true;
+    }
+
+    public boolean isTcpListen() {
+        return tcpListen;
+    }
+
+    /** @see RdmaChannelOption#TCP_LISTEN; takes effect at the next bind. */
+    public RdmaServerChannelConfig setTcpListen(boolean tcpListen) {
+        this.tcpListen = tcpListen;
+        return this;
     }
 
     public int getMaxPendingHandshakes() {
