@@ -1151,7 +1151,11 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
          * Starts the RDMA attempt: rdma_resolve_addr, then {@link #onCmEvent} takes it on. With
          * {@link RdmaChannelOption#TCP_FALLBACK}, its failure to start and its running out of time fall back to TCP.
          */
-        private void connectRdma(InetSocketAddress localInet, InetSocketAddress remoteInet) {
+        private void connectRdma(InetSocketAddress localInet, InetSocketAddress remoteInet) throws ConnectException {
+            if (registration.handler().cmChannel() == null) {
+                throw new ConnectException("cannot connect to " + remoteInet + " over RDMA: no RDMA on this host ("
+                        + registration.handler().withoutRdmaCause() + "); TCP_FALLBACK would connect over TCP");
+            }
             try {
                 cmId = registration.handler().cmChannel().createId();
                 cmId.attach(this);

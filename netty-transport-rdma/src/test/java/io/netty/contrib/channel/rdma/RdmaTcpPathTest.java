@@ -22,7 +22,15 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
+import io.netty.contrib.channel.rdma.internal.verbs.NativeLibraries;
+import org.junit.jupiter.api.io.TempDir;
+
 import java.net.ConnectException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.Map;
 import java.net.InetSocketAddress;
 import java.util.List;
 import java.util.Random;
@@ -200,7 +208,8 @@ class RdmaTcpPathTest {
         Channel server = nioEchoServer();
         try {
             EchoClient client = new EchoClient(1, 3);
-            assertThatThrownBy(() -> rdmaClient(client, false).connect(server.localAddress()).sync())
+            Bootstrap b = rdmaClient(client, false).option(ChannelOption.CONNECT_TIMEOUT_MILLIS, 5000);
+            assertThatThrownBy(() -> b.connect(server.localAddress()).sync())
                     .isInstanceOf(ConnectException.class)
                     .hasMessageContaining(String.valueOf(((InetSocketAddress) server.localAddress()).getPort()));
         } finally {
@@ -265,6 +274,57 @@ class RdmaTcpPathTest {
         } finally {
             server.close().sync();
         }
+    }
+
+    @Test
+    void aHostWithoutAnRdmaDeviceConnectsAndServesOverTcp() throws Exception {
+        // This machine's system rdma-core finds no device (the software device is not the system's).
+        Map<String, String> probe = probeWithoutRdma(null);
+        assertThat(probe.get("available")).isEqualTo("false");
+        assertWithoutRdma(probe, "no RDMA device");
+    }
+
+    @Test
+    void aHostWithoutTheRdmaLibrariesConnectsAndServesOverTcp(@TempDir Path empty) throws Exception {
+        Map<String, String> probe = probeWithoutRdma(empty.toString());
+        assertWithoutRdma(probe, "cannot load the RDMA libraries");
+    }
+
+    private static void assertWithoutRdma(Map<String, String> probe, String cause) {
+        assertThat(probe.get("requiredFactory")).startsWith("failed to load the RDMA transport").contains(cause);
+        assertThat(probe.get("clientEcho")).isEqualTo("true");
+        assertThat(probe.get("clientTcp")).isEqualTo("true");
+        assertThat(probe.get("clientReason")).startsWith("no RDMA on this host: ").contains(cause);
+        assertThat(probe.get("withoutFallback")).contains("no RDMA on this host").contains(cause);
+        assertThat(probe.get("serverEcho")).isEqualTo("true");
+        assertThat(probe.get("serverChildTcp")).isEqualTo("true");
+    }
+
+    /** Runs {@link WithoutRdmaProbe} in a fresh JVM with the system's libraries, or those of {@code libraryPath}. */
+    private static Map<String, String> probeWithoutRdma(String libraryPath) throws Exception {
+        String classPath = System.getProperty("surefire.test.class.path", System.getProperty("java.class.path"));
+        List<String> command = new ArrayList<>(List.of(
+                Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                "--enable-native-access=ALL-UNNAMED", "-cp", classPath));
+        if (libraryPath != null) {
+            command.add("-D" + NativeLibraries.LIBRARY_PATH_PROPERTY + "=" + libraryPath);
+        }
+        command.add(WithoutRdmaProbe.class.getName());
+        ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
+        builder.environment().remove(NativeLibraries.LIBRARY_PATH_ENV);
+        Process process = builder.start();
+        String output = new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertThat(process.waitFor(60, TimeUnit.SECONDS)).isTrue();
+        assertThat(process.exitValue()).as("probe output:%n%s", output).isZero();
+        Map<String, String> values = new LinkedHashMap<>();
+        for (String line : output.split("\\R")) {
+            int eq = line.indexOf('=');
+            if (eq > 0 && line.substring(0, eq).matches("[A-Za-z]+")) {
+                values.put(line.substring(0, eq), line.substring(eq + 1));
+            }
+        }
+        assertThat(values).as("probe output:%n%s", output).containsKeys("clientEcho", "serverEcho");
+        return values;
     }
 
     private static long fallbacks() {
