@@ -6,6 +6,7 @@ import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
 import io.netty.contrib.channel.rdma.RdmaByteBufAllocator;
 import io.netty.contrib.channel.rdma.RdmaChannel;
+import io.netty.contrib.channel.rdma.RdmaChannelOption;
 import io.netty.contrib.channel.rdma.RdmaIoHandler;
 import io.netty.contrib.channel.rdma.RdmaServerChannel;
 import io.netty.util.internal.ObjectUtil;
@@ -22,6 +23,10 @@ import java.net.SocketAddress;
  * Server server = RdmaGrpc.serverBuilder(address, group, group).addService(...).build();
  * ManagedChannel channel = RdmaGrpc.channelBuilder(address, group).usePlaintext().build();
  * </pre>
+ *
+ * <p>Where some peers have no RDMA: {@link #withTcpFallback(NettyChannelBuilder)} lets a channel connect over TCP
+ * when RDMA cannot reach its server, and {@link #withTcpListener(NettyServerBuilder)} makes a server answer TCP
+ * clients (any gRPC client, NIO or epoll) on the same port number as RDMA ones.
  *
  * <p>gRPC does not shut down event loop groups it is given: they stay the application's. Call these after
  * creating the groups and keep the groups for as long as the server or channel lives (the default allocator is
@@ -68,5 +73,21 @@ public final class RdmaGrpc {
         return builder.channelType(RdmaChannel.class)
                 .eventLoopGroup(ObjectUtil.checkNotNull(group, "group"))
                 .withOption(ChannelOption.ALLOCATOR, RdmaByteBufAllocator.defaultAllocator());
+    }
+
+    /**
+     * Makes a channel of {@code builder} (configured for RDMA) connect over TCP when RDMA cannot reach the server
+     * ({@link RdmaChannelOption#TCP_FALLBACK}: nothing listens for RDMA there, no RDMA route, no RDMA on this host).
+     */
+    public static NettyChannelBuilder withTcpFallback(NettyChannelBuilder builder) {
+        return ObjectUtil.checkNotNull(builder, "builder").withOption(RdmaChannelOption.TCP_FALLBACK, true);
+    }
+
+    /**
+     * Makes a server of {@code builder} (configured for RDMA) also listen for TCP clients on its port
+     * ({@link RdmaChannelOption#TCP_LISTEN}); they reach the same services.
+     */
+    public static NettyServerBuilder withTcpListener(NettyServerBuilder builder) {
+        return ObjectUtil.checkNotNull(builder, "builder").withOption(RdmaChannelOption.TCP_LISTEN, true);
     }
 }

@@ -8,6 +8,8 @@ import io.grpc.ServerServiceDefinition;
 import io.grpc.stub.ClientCalls;
 import io.grpc.stub.ServerCalls;
 import io.grpc.stub.StreamObserver;
+import io.grpc.netty.NettyChannelBuilder;
+import io.grpc.netty.NettyServerBuilder;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
@@ -177,6 +179,97 @@ class RdmaGrpcTest {
                 assertThat(ch.config().getAllocator()).as("allocator of %s", ch)
                         .isSameAs(RdmaByteBufAllocator.defaultAllocator());
             }
+        } finally {
+            if (channel != null) {
+                channel.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+            }
+            if (server != null) {
+                server.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+            }
+            group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
+        }
+    }
+
+    /** Three unary calls (1 B, 100 kB, 1 MiB) whose replies must equal the requests. */
+    private static void echoCalls(ManagedChannel channel) {
+        Random random = new Random(86);
+        for (int size : new int[] {1, 100_000, 1 << 20}) {
+            byte[] request = new byte[size];
+            random.nextBytes(request);
+            byte[] reply = ClientCalls.blockingUnaryCall(channel, ECHO,
+                    CallOptions.DEFAULT.withDeadlineAfter(20, TimeUnit.SECONDS), request);
+            assertThat(crc(reply)).isEqualTo(crc(request));
+        }
+    }
+
+    @Test
+    void aDualStackServerAnswersAnRdmaClientAndATcpClientOnOnePort() throws Exception {
+        EventLoopGroup group = new MultiThreadIoEventLoopGroup(2, RdmaIoHandler.newFactory());
+        List<Channel> serverChildren = new CopyOnWriteArrayList<>();
+        Server server = null;
+        ManagedChannel rdma = null;
+        ManagedChannel tcp = null;
+        try {
+            server = RdmaGrpc.withTcpListener(RdmaGrpc.serverBuilder(new InetSocketAddress("127.0.0.1", 0), group,
+                            group))
+                    .channelFactory(() -> {
+                        RdmaServerChannel ch = new RdmaServerChannel();
+                        ch.pipeline().addFirst(new ChannelInboundHandlerAdapter() {
+                            @Override
+                            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                                serverChildren.add((Channel) msg);
+                                ctx.fireChannelRead(msg);
+                            }
+                        });
+                        return ch;
+                    })
+                    .maxInboundMessageSize(8 << 20)
+                    .addService(service())
+                    .build()
+                    .start();
+            InetSocketAddress address = new InetSocketAddress("127.0.0.1", server.getPort());
+            rdma = RdmaGrpc.channelBuilder(address, group).usePlaintext().maxInboundMessageSize(8 << 20).build();
+            echoCalls(rdma);
+            // gRPC's own transport (epoll or NIO, its own loops): a client that knows nothing of RDMA.
+            tcp = NettyChannelBuilder.forAddress(address).usePlaintext().maxInboundMessageSize(8 << 20).build();
+            echoCalls(tcp);
+            assertThat(serverChildren).hasSize(2).allSatisfy(ch -> assertThat(ch).isInstanceOf(RdmaChannel.class));
+            assertThat(serverChildren).extracting(ch -> ((RdmaChannel) ch).isTcp()).containsExactly(false, true);
+        } finally {
+            for (ManagedChannel c : new ManagedChannel[] {rdma, tcp}) {
+                if (c != null) {
+                    c.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+                }
+            }
+            if (server != null) {
+                server.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+            }
+            group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
+        }
+    }
+
+    @Test
+    void aClientWithFallbackReachesAPlainTcpServer() throws Exception {
+        EventLoopGroup group = new MultiThreadIoEventLoopGroup(1, RdmaIoHandler.newFactory());
+        List<RdmaChannel> clientChannels = new CopyOnWriteArrayList<>();
+        Server server = null;
+        ManagedChannel channel = null;
+        try {
+            server = NettyServerBuilder.forAddress(new InetSocketAddress("127.0.0.1", 0))
+                    .maxInboundMessageSize(8 << 20).addService(service()).build().start();
+            InetSocketAddress address = new InetSocketAddress("127.0.0.1", server.getPort());
+            channel = RdmaGrpc.withTcpFallback(RdmaGrpc.channelBuilder(address, group))
+                    .channelFactory(() -> {
+                        RdmaChannel ch = new RdmaChannel();
+                        clientChannels.add(ch);
+                        return ch;
+                    })
+                    .usePlaintext().maxInboundMessageSize(8 << 20).build();
+            echoCalls(channel);
+            assertThat(clientChannels).isNotEmpty();
+            RdmaChannel used = clientChannels.getLast();
+            assertThat(used.isTcp()).isTrue();
+            assertThat(used.fallbackReason()).isNotNull();
         } finally {
             if (channel != null) {
                 channel.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
