@@ -12,6 +12,7 @@ import io.netty.channel.socket.InternetProtocolFamily;
 import io.netty.channel.unix.DomainSocketAddress;
 import io.netty.contrib.channel.rdma.Rdma;
 import io.netty.contrib.channel.rdma.RdmaChannel;
+import io.netty.contrib.channel.rdma.RdmaChannelOption;
 import io.netty.contrib.channel.rdma.RdmaIoHandler;
 import io.netty.contrib.channel.rdma.RdmaIoHandlerConfig;
 import io.netty.contrib.channel.rdma.RdmaServerChannel;
@@ -28,10 +29,14 @@ import io.netty.util.internal.ObjectUtil;
  * Vertx vertx = Vertx.builder().withTransport(RdmaTransport.transport()).build();
  * </pre>
  *
- * <p>Peers of TCP-style clients and servers must be RDMA peers: they speak to other RDMA endpoints only.
+ * <p>Peers of TCP-style clients and servers are RDMA peers, unless {@link #withTcpFallback(boolean)} lets clients
+ * reach TCP servers and {@link #withTcpListen(boolean)} lets servers answer TCP clients:
+ * {@code Vertx.builder().withTransport(new RdmaTransport().withTcpFallback(true).withTcpListen(true).asTransport())}.
  */
 public final class RdmaTransport implements io.vertx.core.spi.transport.Transport {
     private final RdmaIoHandlerConfig config;
+    private final boolean tcpFallback;
+    private final boolean tcpListen;
 
     /** A transport with the default, adaptive {@link RdmaIoHandlerConfig}. */
     public RdmaTransport() {
@@ -40,17 +45,34 @@ public final class RdmaTransport implements io.vertx.core.spi.transport.Transpor
 
     /** A transport whose event loops use {@code config}. */
     public RdmaTransport(RdmaIoHandlerConfig config) {
+        this(config, false, false);
+    }
+
+    private RdmaTransport(RdmaIoHandlerConfig config, boolean tcpFallback, boolean tcpListen) {
         this.config = ObjectUtil.checkNotNull(config, "config");
+        this.tcpFallback = tcpFallback;
+        this.tcpListen = tcpListen;
+    }
+
+    /**
+     * This transport, with clients ({@code HttpClient}, {@code NetClient}) that connect over TCP when RDMA cannot
+     * reach their server ({@link RdmaChannelOption#TCP_FALLBACK}).
+     */
+    public RdmaTransport withTcpFallback(boolean tcpFallback) {
+        return new RdmaTransport(config, tcpFallback, tcpListen);
+    }
+
+    /**
+     * This transport, with servers ({@code HttpServer}, {@code NetServer}) that also answer TCP clients on their
+     * port ({@link RdmaChannelOption#TCP_LISTEN}).
+     */
+    public RdmaTransport withTcpListen(boolean tcpListen) {
+        return new RdmaTransport(config, tcpFallback, tcpListen);
     }
 
     /** This transport as the {@link io.vertx.core.transport.Transport} that {@code VertxBuilder} takes. */
-    public static io.vertx.core.transport.Transport transport() {
-        return transport(new RdmaIoHandlerConfig());
-    }
-
-    /** {@link #transport()} with event loops configured by {@code config}. */
-    public static io.vertx.core.transport.Transport transport(RdmaIoHandlerConfig config) {
-        RdmaTransport implementation = new RdmaTransport(config);
+    public io.vertx.core.transport.Transport asTransport() {
+        RdmaTransport implementation = this;
         return new io.vertx.core.transport.Transport() {
             @Override
             public String name() {
@@ -72,6 +94,16 @@ public final class RdmaTransport implements io.vertx.core.spi.transport.Transpor
                 return implementation;
             }
         };
+    }
+
+    /** This transport as the {@link io.vertx.core.transport.Transport} that {@code VertxBuilder} takes. */
+    public static io.vertx.core.transport.Transport transport() {
+        return transport(new RdmaIoHandlerConfig());
+    }
+
+    /** {@link #transport()} with event loops configured by {@code config}. */
+    public static io.vertx.core.transport.Transport transport(RdmaIoHandlerConfig config) {
+        return new RdmaTransport(config).asTransport();
     }
 
     @Override
@@ -120,11 +152,25 @@ public final class RdmaTransport implements io.vertx.core.spi.transport.Transpor
 
     @Override
     public ChannelFactory<? extends Channel> channelFactory(boolean domainSocket) {
-        return domainSocket ? EpollDomainSocketChannel::new : RdmaChannel::new;
+        if (domainSocket) {
+            return EpollDomainSocketChannel::new;
+        }
+        return () -> {
+            RdmaChannel channel = new RdmaChannel();
+            channel.config().setTcpFallback(tcpFallback);
+            return channel;
+        };
     }
 
     @Override
     public ChannelFactory<? extends ServerChannel> serverChannelFactory(boolean domainSocket) {
-        return domainSocket ? EpollServerDomainSocketChannel::new : RdmaServerChannel::new;
+        if (domainSocket) {
+            return EpollServerDomainSocketChannel::new;
+        }
+        return () -> {
+            RdmaServerChannel channel = new RdmaServerChannel();
+            channel.config().setTcpListen(tcpListen);
+            return channel;
+        };
     }
 }
