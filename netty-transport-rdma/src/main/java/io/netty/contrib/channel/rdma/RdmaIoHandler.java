@@ -113,6 +113,7 @@ public final class RdmaIoHandler implements IoHandler {
     long tcpFallbacks;
     /** Started where RDMA is unavailable ({@link RdmaIoHandlerConfig#requireRdma(boolean)} false). */
     private boolean withoutRdma;
+    private String withoutRdmaCause;
     final java.util.concurrent.atomic.AtomicLong wakeups = new java.util.concurrent.atomic.AtomicLong();
     final RdmaIoHandlerMetric metric = new RdmaIoHandlerMetric(this);
 
@@ -211,7 +212,20 @@ public final class RdmaIoHandler implements IoHandler {
             wakeFd = new EventFd();
             epoll.add(wakeFd.fd(), Epoll.EPOLLIN, WAKE_TOKEN);
             if (!withoutRdma) {
-                cmChannel = CmEventChannel.create();
+                try {
+                    cmChannel = CmEventChannel.create();
+                } catch (RuntimeException e) {
+                    if (config.requireRdma()) {
+                        throw e;
+                    }
+                    // A device is listed, but rdma_cm cannot be opened (e.g. no /dev/infiniband/rdma_cm here).
+                    withoutRdma = true;
+                    withoutRdmaCause = "rdma_cm is unavailable: " + e.getMessage();
+                    RdmaDevices.release();
+                    logger.info("RDMA event loop without RDMA (requireRdma(false)): {}", withoutRdmaCause);
+                }
+            }
+            if (cmChannel != null) {
                 cmChannel.setNonBlocking(true);
                 epoll.add(cmChannel.fd(), Epoll.EPOLLIN, CM_TOKEN);
             }
@@ -242,6 +256,9 @@ public final class RdmaIoHandler implements IoHandler {
 
     /** Why this loop has no RDMA ({@link RdmaIoHandlerConfig#requireRdma(boolean)}). */
     String withoutRdmaCause() {
+        if (withoutRdmaCause != null) {
+            return withoutRdmaCause;
+        }
         Throwable cause = Rdma.unavailabilityCause();
         return cause == null ? "the loop started without it" : cause.getMessage();
     }

@@ -1,6 +1,7 @@
 package io.netty.contrib.channel.rdma.examples.echo;
 
 import io.netty.bootstrap.Bootstrap;
+import io.netty.contrib.channel.rdma.RdmaChannelOption;
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelHandlerContext;
@@ -72,6 +73,9 @@ public final class EchoClient {
                                 ch.pipeline().addLast(handler);
                             }
                         });
+                if (options.tcpFallback) {
+                    b.option(RdmaChannelOption.TCP_FALLBACK, true);
+                }
                 long t = System.nanoTime();
                 channels.add(b.connect(options.address, options.port).sync().channel());
                 slowestConnect = Math.max(slowestConnect, System.nanoTime() - t);
@@ -79,6 +83,9 @@ public final class EchoClient {
             }
             System.out.printf("connected %d connection(s) in %d ms (the slowest %d ms)%n", options.concurrency,
                     (System.nanoTime() - connectStart) / 1_000_000, slowestConnect / 1_000_000);
+            if (channels.getFirst() instanceof RdmaChannel rdma && rdma.isTcp()) {
+                System.out.println("over TCP instead of RDMA: " + rdma.fallbackReason());
+            }
             for (PingPongHandler handler : handlers) {
                 handler.start();
             }

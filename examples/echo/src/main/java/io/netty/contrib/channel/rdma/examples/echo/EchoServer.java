@@ -1,6 +1,7 @@
 package io.netty.contrib.channel.rdma.examples.echo;
 
 import io.netty.bootstrap.ServerBootstrap;
+import io.netty.contrib.channel.rdma.RdmaChannelOption;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelHandler.Sharable;
 import io.netty.channel.ChannelHandlerContext;
@@ -19,7 +20,7 @@ import java.util.Locale;
  *
  * <pre>
  * java --enable-native-access=ALL-UNNAMED -cp ... EchoServer [--address 0.0.0.0] [--port 7474] [--busy-poll]
- *      [--transport rdma|epoll|nio]
+ *      [--transport rdma|epoll|nio] [--tcp-listen]
  * </pre>
  */
 public final class EchoServer {
@@ -31,7 +32,7 @@ public final class EchoServer {
         options.selectDevice();
         Channel channel = start(options);
         System.err.println("echo server listening on " + channel.localAddress() + " ("
-                + options.transport.name().toLowerCase(Locale.ROOT) + ")");
+                + options.transport.name().toLowerCase(Locale.ROOT) + (options.tcpListen ? " and tcp" : "") + ")");
         channel.closeFuture().sync();
     }
 
@@ -47,6 +48,9 @@ public final class EchoServer {
                         ch.pipeline().addLast(EchoServerHandler.INSTANCE);
                     }
                 });
+        if (options.tcpListen) {
+            b.option(RdmaChannelOption.TCP_LISTEN, true);
+        }
         Channel channel = b.bind(options.address, options.port).sync().channel();
         channel.closeFuture().addListener(f -> group.shutdownGracefully());
         return channel;

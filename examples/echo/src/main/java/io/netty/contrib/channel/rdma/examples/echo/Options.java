@@ -36,6 +36,10 @@ final class Options {
     long spinNanos = -1;
     boolean stats;
     int connectTimeoutSeconds = 30;
+    /** Clients: connect over TCP where RDMA cannot reach the server (RdmaChannelOption.TCP_FALLBACK). */
+    boolean tcpFallback;
+    /** Servers: also answer TCP clients on the port (RdmaChannelOption.TCP_LISTEN). */
+    boolean tcpListen;
 
     static Options parse(String[] args) {
         Options o = new Options();
@@ -54,6 +58,8 @@ final class Options {
                 case "--stats" -> o.stats = true;
                 case "--connect-timeout" -> o.connectTimeoutSeconds = intValue(args, ++i, arg, 1);
                 case "--spin-nanos" -> o.spinNanos = intValue(args, ++i, arg, 0);
+                case "--tcp-fallback" -> o.tcpFallback = true;
+                case "--tcp-listen" -> o.tcpListen = true;
                 case "--help", "-h" -> usage(null);
                 default -> usage("unknown option " + arg);
             }
@@ -63,9 +69,10 @@ final class Options {
 
     IoHandlerFactory ioHandlerFactory() {
         return switch (transport) {
-            case RDMA -> busyPoll ? RdmaIoHandler.newFactory(RdmaIoHandlerConfig.spinning())
-                    : spinNanos >= 0 ? RdmaIoHandler.newFactory(new RdmaIoHandlerConfig().spinNanos(spinNanos))
-                    : RdmaIoHandler.newFactory();
+            case RDMA -> RdmaIoHandler.newFactory((busyPoll ? RdmaIoHandlerConfig.spinning()
+                    : spinNanos >= 0 ? new RdmaIoHandlerConfig().spinNanos(spinNanos) : new RdmaIoHandlerConfig())
+                    // With a TCP path the example also runs on a host without RDMA.
+                    .requireRdma(!tcpFallback && !tcpListen));
             case EPOLL -> EpollIoHandler.newFactory();
             case NIO -> NioIoHandler.newFactory();
         };
@@ -132,6 +139,8 @@ final class Options {
                 + " --warmup N (0: echoes before the measured ones, not counted) --concurrency CONNECTIONS (1)"
                 + " --threads LOOPS (1) --busy-poll --spin-nanos NS (the adaptive loop's longest spin, 50000)"
                 + " --stats (the transport's counters at the end) --transport rdma|epoll|nio (rdma)"
+                + " --tcp-fallback (clients: TCP where RDMA cannot reach the server) --tcp-listen (servers: TCP"
+                + " clients too, on the same port)"
                 + " --connect-timeout SECONDS (30, Netty's default: each connection's whole set-up; rdma_cm's address"
                 + " resolution in it has its own 2 s)");
         System.exit(error == null ? 0 : 2);
