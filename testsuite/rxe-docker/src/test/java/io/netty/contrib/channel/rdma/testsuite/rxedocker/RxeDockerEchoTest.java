@@ -32,7 +32,8 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * The echo and gRPC examples across two privileged containers on one Docker network, over the kernel's Soft-RoCE
  * driver (rdma_rxe) and the system rdma-core (the host's {@code /usr}, bind-mounted): each container creates its own
  * rxe device on its {@code eth0} ({@code rxe-up}, in the image), the servers run in one container and the clients in
- * the other.
+ * the other. The echo server is dual-stack ({@code --tcp-listen}); a third container without an RDMA device runs the
+ * same echo client with {@code --tcp-fallback} and reaches it over TCP.
  *
  * <p>The JDK and the examples' class path are bind-mounted at the paths they have here, so the engine's machine
  * must see this machine's file system at the same paths (the qemu guest of {@code run.sh} does: its root is the
@@ -56,6 +57,8 @@ class RxeDockerEchoTest {
     private static Network network;
     private static GenericContainer<?> server;
     private static GenericContainer<?> client;
+    /** A container without an RDMA device: its clients reach the servers over TCP, by the same code. */
+    private static GenericContainer<?> plain;
     private static String serverAddress;
     /** The JVM command line of the examples, servers and clients alike (without a time limit). */
     private static List<String> java;
@@ -122,7 +125,7 @@ class RxeDockerEchoTest {
         String servers = "timeout " + CONTAINER_SECONDS + " " + String.join(" ", quoted(java));
         server = container(image, javaHome, entries)
                 .withCommand("sh", "-c", "/opt/rxe/rxe-up && { { " + servers
-                        + " io.netty.contrib.channel.rdma.examples.echo.EchoServer --address 0.0.0.0 --port "
+                        + " io.netty.contrib.channel.rdma.examples.echo.EchoServer --address 0.0.0.0 --tcp-listen --port "
                         + ECHO_PORT + "; echo \"EchoServer exited with status $?\"; } & { " + servers
                         + " io.netty.contrib.channel.rdma.examples.rpc.RpcServer --address 0.0.0.0 --port " + RPC_PORT
                         + "; echo \"RpcServer exited with status $?\"; } & wait; }")
@@ -131,6 +134,14 @@ class RxeDockerEchoTest {
         serverAddress = server.getContainerInfo().getNetworkSettings().getNetworks().values().iterator().next()
                 .getIpAddress();
         System.out.print("server container (" + serverAddress + "): " + server.getLogs());
+
+        // No rxe device of its own, and none of the others' either: the kernel's rdma subsystem is shared by the
+        // network namespaces, so the devices other containers made are in its sysfs, and their nodes in the copy of
+        // /dev it got at start; without the nodes rdma-core lists no device.
+        plain = container(image, javaHome, entries)
+                .withCommand("sh", "-c", "rm -rf /dev/infiniband; echo PLAIN-READY; exec sleep " + CONTAINER_SECONDS)
+                .waitingFor(Wait.forLogMessage(".*PLAIN-READY.*\\n", 1).withStartupTimeout(Duration.ofMinutes(2)));
+        plain.start();
     }
 
     @AfterAll
@@ -141,6 +152,9 @@ class RxeDockerEchoTest {
         }
         if (client != null) {
             client.stop();
+        }
+        if (plain != null) {
+            plain.stop();
         }
         if (network != null) {
             network.close();
@@ -164,6 +178,19 @@ class RxeDockerEchoTest {
     }
 
     @Test
+    void aContainerWithoutRdmaReachesTheDualStackServerOverTcp() throws Exception {
+        String out = runClient(plain, "io.netty.contrib.channel.rdma.examples.echo.EchoClient", "--tcp-fallback",
+                "--size", "64", "--count", "500");
+        assertTrue(out.contains("over TCP instead of RDMA: no RDMA on this host"), out);
+        assertTrue(out.contains("500 echoes of 64 B over 1 connection(s): all verified (CRC32)"), out);
+        // The same code with an RDMA device: the client container's client with the same flag stays on RDMA.
+        String rdma = runClient("io.netty.contrib.channel.rdma.examples.echo.EchoClient", "--tcp-fallback",
+                "--size", "64", "--count", "500");
+        assertFalse(rdma.contains("over TCP instead of RDMA"), rdma);
+        assertTrue(rdma.contains("500 echoes of 64 B over 1 connection(s): all verified (CRC32)"), rdma);
+    }
+
+    @Test
     void grpcSample() throws Exception {
         String out = runClient("io.netty.contrib.channel.rdma.examples.rpc.RpcClient", "--count", "30",
                 "--sizes", "64,16384,262144");
@@ -173,6 +200,12 @@ class RxeDockerEchoTest {
 
     /** Runs a client in the client container against the server container; returns what it printed. */
     private static String runClient(String mainClass, String... args) throws Exception {
+        return runClient(client, mainClass, args);
+    }
+
+    /** Runs a client in {@code container} against the server container; returns what it printed. */
+    private static String runClient(GenericContainer<?> container, String mainClass, String... args)
+            throws Exception {
         List<String> command = new ArrayList<>(List.of("timeout", String.valueOf(CLIENT_SECONDS)));
         command.addAll(java);
         command.add(mainClass);
@@ -193,7 +226,7 @@ class RxeDockerEchoTest {
         command.add("180");
         command.addAll(Arrays.asList(args));
         long start = System.nanoTime();
-        ExecResult result = client.execInContainer(command.toArray(String[]::new));
+        ExecResult result = container.execInContainer(command.toArray(String[]::new));
         String out = result.getStdout() + result.getStderr();
         System.out.printf("%s %s (%d ms, exit %d):%n%s", mainClass.substring(mainClass.lastIndexOf('.') + 1),
                 String.join(" ", args), (System.nanoTime() - start) / 1_000_000, result.getExitCode(), out);
