@@ -80,11 +80,54 @@ class RdmaEventsTest {
             assertThat(e.getLong("bytesRead")).isEqualTo(1000);
         });
         assertThat(count(events, "ProtocolError")).isZero();
+        assertThat(events).filteredOn(e -> name(e).equals("Connect") || name(e).equals("Accept"))
+                .allSatisfy(e -> assertThat(e.getString("transport")).isEqualTo("RDMA"));
         assertThat(events).allSatisfy(e -> {
             assertThat(e.getEventType().getCategoryNames()).containsExactly("Netty", "RDMA");
             assertThat(e.getString("remoteAddress")).isNotEqualTo("null").contains(":");
             assertThat(e.getString("localAddress")).isNotEqualTo("null").contains(":");
         });
+    }
+
+    @Test
+    void tcpPathsAreRecordedWithTheirTransportAndReason(@TempDir Path dir) throws Exception {
+        EventLoopGroup group = new MultiThreadIoEventLoopGroup(1, RdmaIoHandler.newFactory());
+        EventLoopGroup nio = new MultiThreadIoEventLoopGroup(1, io.netty.channel.nio.NioIoHandler.newFactory());
+        Path file = dir.resolve("tcp.jfr");
+        TcpFallback.forgetAll();
+        try (Recording recording = new Recording()) {
+            recording.enable("io.netty.contrib.rdma.Connect");
+            recording.enable("io.netty.contrib.rdma.Accept");
+            recording.start();
+            Channel plain = new ServerBootstrap().group(nio)
+                    .channel(io.netty.channel.socket.nio.NioServerSocketChannel.class).childHandler(new Idle())
+                    .bind(TestAddress.get(), 0).sync().channel();
+            Channel fellBack = new Bootstrap().group(group).channel(RdmaChannel.class)
+                    .option(RdmaChannelOption.TCP_FALLBACK, true).handler(new Idle())
+                    .connect(plain.localAddress()).sync().channel();
+            fellBack.close().sync();
+            plain.close().sync();
+            Channel dual = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
+                    .option(RdmaChannelOption.TCP_LISTEN, true).childHandler(new Idle())
+                    .bind(TestAddress.get(), 0).sync().channel();
+            Channel tcpClient = new Bootstrap().group(nio).channel(io.netty.channel.socket.nio.NioSocketChannel.class)
+                    .handler(new Idle()).connect(dual.localAddress()).sync().channel();
+            Thread.sleep(200);
+            tcpClient.close().sync();
+            dual.close().sync();
+            recording.stop();
+            recording.dump(file);
+        } finally {
+            group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
+            nio.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
+        }
+        List<RecordedEvent> events = RecordingFile.readAllEvents(file);
+        RecordedEvent connect = events.stream().filter(e -> name(e).equals("Connect")).findFirst().orElseThrow();
+        assertThat(connect.getString("transport")).isEqualTo("TCP");
+        assertThat(connect.getString("fallbackReason")).isNotBlank();
+        RecordedEvent accept = events.stream().filter(e -> name(e).equals("Accept")).findFirst().orElseThrow();
+        assertThat(accept.getString("transport")).isEqualTo("TCP");
+        assertThat(accept.getString("remoteAddress")).contains(":");
     }
 
     @Sharable
