@@ -152,6 +152,11 @@ final class TcpPath {
             return;
         }
         closing = true;
+        if (!socket.isRegistered()) {
+            // Accepted and never registered, or a client whose registration failed: no loop to close it on.
+            socket.unsafe().closeForcibly();
+            return;
+        }
         if (!socket.isActive() || socket.unsafe().outboundBuffer() == null
                 || socket.unsafe().outboundBuffer().totalPendingWriteBytes() == 0) {
             socket.close();
