@@ -68,6 +68,8 @@ public final class RdmaMeterBinder implements MeterBinder {
                     RdmaIoHandlerMetric::sleeps, t, null);
             counter(registry, "rdma.loop.wakeups", "times another thread woke the blocked loop", m,
                     RdmaIoHandlerMetric::wakeups, t, null);
+            counter(registry, "rdma.loop.tcp.fallbacks", "client connects that went over TCP instead of RDMA", m,
+                    RdmaIoHandlerMetric::tcpFallbacks, t, null);
             gauge(registry, "rdma.loop.queue.pairs", "queue pairs (connections) on the loop", m,
                     RdmaIoHandlerMetric::queuePairs, t, null);
             gauge(registry, "rdma.loop.queue.groups", "completion queue and shared receive queue pairs", m,

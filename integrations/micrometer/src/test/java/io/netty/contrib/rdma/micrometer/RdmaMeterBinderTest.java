@@ -76,6 +76,8 @@ class RdmaMeterBinderTest {
             assertThat(registry.get("rdma.loop.ring.memory").gauges()).hasSize(2)
                     .allSatisfy(g -> assertThat(g.value()).isZero());
             assertThat(registry.get("rdma.allocator.memory.registered").gauge().value()).isPositive();
+            assertThat(registry.get("rdma.loop.tcp.fallbacks").functionCounters()).hasSize(2)
+                    .allSatisfy(c -> assertThat(c.count()).isZero());
 
             client.close().sync();
             assertThat(registry.find("rdma.channel.bytes.written").meters()).as("removed at close").isEmpty();
