@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * librdmacm for softrdma0: addresses (bind, resolve, listen, ports, the
- * device list) and rdma_getaddrinfo.
+ * device list) and rdma_getaddrinfo. Ports are RDMA ports (sr_cm_ports.c);
+ * the TCP sockets underneath have TCP ports of their own.
  */
 #define _GNU_SOURCE
 #include "sr_cm_int.h"
@@ -22,11 +23,25 @@ socklen_t sa_len(const struct sockaddr *sa)
 	return sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
 }
 
-static bool sa_is_any(const struct sockaddr *sa)
+bool sa_is_any(const struct sockaddr *sa)
 {
 	if (sa->sa_family == AF_INET)
 		return ((const struct sockaddr_in *)sa)->sin_addr.s_addr == htonl(INADDR_ANY);
 	return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+}
+
+uint16_t sa_port(const struct sockaddr *sa)
+{
+	return ntohs(sa->sa_family == AF_INET6 ? ((const struct sockaddr_in6 *)sa)->sin6_port :
+						 ((const struct sockaddr_in *)sa)->sin_port);
+}
+
+void sa_set_port(struct sockaddr *sa, uint16_t port)
+{
+	if (sa->sa_family == AF_INET6)
+		((struct sockaddr_in6 *)sa)->sin6_port = htons(port);
+	else
+		((struct sockaddr_in *)sa)->sin_port = htons(port);
 }
 
 void sa_to_gid(const struct sockaddr *sa, union ibv_gid *gid)
@@ -50,9 +65,14 @@ int gid_index_of(const union ibv_gid *gid)
 	return 0;
 }
 
-/* cm_lock held: a TCP socket bound to addr gives port semantics; no_port: the ephemeral port is
- * chosen by connect() (IP_BIND_ADDRESS_NO_PORT) */
-static int bind_socket(struct cm_id *c, const struct sockaddr *addr, bool no_port)
+/*
+ * cm_lock held: the TCP socket underneath an id, on addr's address. Its TCP
+ * port is left to listen() or connect() (IP_BIND_ADDRESS_NO_PORT): the id's
+ * port is an RDMA port (sr_cm_ports.c), and an explicit bind to TCP port 0
+ * would make the kernel check the new port against every socket bound on the
+ * address (O(n): with 10 000 connections open it was most of the set-up time).
+ */
+static int bind_socket(struct cm_id *c, const struct sockaddr *addr)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
@@ -65,35 +85,39 @@ static int bind_socket(struct cm_id *c, const struct sockaddr *addr, bool no_por
 	fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
-	/*
-	 * rdma_cm ports know no TCP TIME_WAIT: without SO_REUSEADDR a server could
-	 * not listen again on its port right after its connections closed. Two
-	 * listeners on one address and port still get EADDRINUSE.
-	 */
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	/*
-	 * An explicit bind to port 0 makes the kernel check the new port against
-	 * every socket bound on the address (O(n): with 10 000 connections open it
-	 * was most of the set-up time); an active side's port only matters once
-	 * it connects, and connect() picks one by its 4-tuple hash.
-	 */
-	if (no_port)
-		setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
 	if (addr->sa_family == AF_INET6) {
 		int v6only = c->afonly;
 
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only));
 	}
-	if (bind(fd, addr, sa_len(addr)) || getsockname(fd, (struct sockaddr *)&ss, &len)) {
+	memcpy(&ss, addr, sa_len(addr));
+	sa_set_port((struct sockaddr *)&ss, 0);
+	if (bind(fd, (struct sockaddr *)&ss, sa_len(addr)) || getsockname(fd, (struct sockaddr *)&ss, &len)) {
 		int e = errno;
 
 		close(fd);
-		errno = e == EADDRNOTAVAIL ? EADDRNOTAVAIL : e;
+		errno = e;
 		return -1;
 	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	c->fd = fd;
 	memcpy(&c->id.route.addr.src_storage, &ss, len);
+	return 0;
+}
+
+/* cm_lock held: the socket underneath and the RDMA port `port` (0: a free one) */
+static int bind_claim(struct cm_id *c, const struct sockaddr *addr, uint16_t port)
+{
+	if (bind_socket(c, addr))
+		return -1;
+	if (port_bind(c, port)) {
+		int e = errno;
+
+		id_close_fd(c);
+		errno = e;
+		return -1;
+	}
 	return 0;
 }
 
@@ -107,12 +131,12 @@ SR_EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 		return -1;
 	}
 	pthread_mutex_lock(&cm_lock);
-	if (c->state != CMS_IDLE) {
+	if (c->state != CMS_IDLE || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)) {
+		errno = c->state != CMS_IDLE ? EINVAL : EAFNOSUPPORT;
 		pthread_mutex_unlock(&cm_lock);
-		errno = EINVAL;
 		return -1;
 	}
-	ret = bind_socket(c, addr, false);
+	ret = bind_claim(c, addr, sa_port(addr));
 	if (!ret) {
 		set_state(c, CMS_BOUND);
 		/* a specific address belongs to the device; the wildcard to none yet */
@@ -122,6 +146,54 @@ SR_EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 	}
 	pthread_mutex_unlock(&cm_lock);
 	return ret;
+}
+
+/* nothing of this machine can own addr (bind refuses it): no softrdma instance listens there */
+static bool addr_is_local(const struct sockaddr *addr)
+{
+	struct sockaddr_storage ss;
+	int fd = socket(addr->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	bool local;
+
+	if (fd < 0)
+		return true;
+	memcpy(&ss, addr, sa_len(addr));
+	sa_set_port((struct sockaddr *)&ss, 0);
+	local = !bind(fd, (struct sockaddr *)&ss, sa_len(addr)) || errno != EADDRNOTAVAIL;
+	close(fd);
+	return local;
+}
+
+/*
+ * cm_lock held, for rdma_connect: start the CM connection to the listener on
+ * the destination's address and RDMA port, which is the TCP listening socket
+ * its claim names; 0 or -1 and errno as connect() (EINPROGRESS: under way).
+ * Nobody listening: ECONNREFUSED at once for an address of this machine, as
+ * today's callers expect; an address elsewhere has no softrdma instance, and
+ * the connect times out as a REQ that nobody answers (the socket is closed).
+ */
+int connect_listener(struct cm_id *c)
+{
+	const struct sockaddr *dst = &c->id.route.addr.dst_addr;
+	struct sockaddr_storage to;
+	uint16_t tcp_port;
+
+	if (port_lookup(c->id.ps, dst, &tcp_port)) {
+		if (errno != ENOENT)
+			return -1;
+		cm_dbg("id %p: nothing listens on RDMA port %u", (void *)c, sa_port(dst));
+		if (addr_is_local(dst)) {
+			errno = ECONNREFUSED;
+			return -1;
+		}
+		id_close_fd(c);
+		errno = EINPROGRESS;
+		return -1;
+	}
+	memcpy(&to, dst, sa_len(dst));
+	sa_set_port((struct sockaddr *)&to, tcp_port);
+	fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
+	return connect(c->fd, (struct sockaddr *)&to, sa_len(dst));
 }
 
 SR_EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr,
@@ -158,7 +230,10 @@ SR_EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr
 		} else {
 			((struct sockaddr_in6 *)&src)->sin6_port = 0;
 		}
-		ok = !bind_socket(c, (struct sockaddr *)&src, true);
+		/* a source port given is claimed; else the CM connection's port is the id's */
+		ok = sa_port((struct sockaddr *)&src) ?
+			     !bind_claim(c, (struct sockaddr *)&src, sa_port((struct sockaddr *)&src)) :
+			     !bind_socket(c, (struct sockaddr *)&src);
 	}
 	set_state(c, CMS_ADDR_QUERY);
 	if (ok) {
@@ -208,13 +283,13 @@ SR_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 	if (c->state == CMS_IDLE) {
 		struct sockaddr_in any = { .sin_family = AF_INET };
 
-		if (bind_socket(c, (struct sockaddr *)&any, false)) {
+		if (bind_claim(c, (struct sockaddr *)&any, 0)) {
 			pthread_mutex_unlock(&cm_lock);
 			return -1;
 		}
 		set_state(c, CMS_BOUND);
 	}
-	if (c->state != CMS_BOUND || listen(c->fd, backlog > 0 ? backlog : 128)) {
+	if (c->state != CMS_BOUND || port_listen(c, backlog > 0 ? backlog : 128)) {
 		pthread_mutex_unlock(&cm_lock);
 		errno = c->state != CMS_BOUND ? EINVAL : errno;
 		return -1;
@@ -228,20 +303,15 @@ SR_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 	return 0;
 }
 
+/* RDMA ports, in network order as librdmacm returns them */
 SR_EXPORT uint16_t rdma_get_src_port(struct rdma_cm_id *id)
 {
-	if (!id)
-		return 0;
-	return id->route.addr.src_addr.sa_family == AF_INET6 ? id->route.addr.src_sin6.sin6_port :
-							       id->route.addr.src_sin.sin_port;
+	return id ? htons(sa_port(&id->route.addr.src_addr)) : 0;
 }
 
 SR_EXPORT uint16_t rdma_get_dst_port(struct rdma_cm_id *id)
 {
-	if (!id)
-		return 0;
-	return id->route.addr.dst_addr.sa_family == AF_INET6 ? id->route.addr.dst_sin6.sin6_port :
-							       id->route.addr.dst_sin.sin_port;
+	return id ? htons(sa_port(&id->route.addr.dst_addr)) : 0;
 }
 
 SR_EXPORT struct ibv_context **rdma_get_devices(int *num_devices)

@@ -456,6 +456,7 @@ SR_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 		send_msg(c, &m);
 	}
 	id_close_fd(c);
+	port_release(c);
 	withdraw_events(c);
 	id_unlink(c);
 	/* connections accepted by a listener that goes away lose their parent;
@@ -864,9 +865,7 @@ SR_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_p
 	}
 	c->local_qpn = c->id.qp ? c->id.qp->qp_num : conn_param->qp_num;
 	c->local_psn = random_psn();
-	fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
-	if (connect(c->fd, &c->id.route.addr.dst_addr, sa_len(&c->id.route.addr.dst_addr)) &&
-	    errno != EINPROGRESS) {
+	if (connect_listener(c) && errno != EINPROGRESS) {
 		int e = errno;
 
 		set_state(c, CMS_ERROR);
@@ -876,9 +875,12 @@ SR_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_p
 	}
 	set_state(c, CMS_CONNECTING);
 	c->deadline_ns = sr_clock_ns() + CONNECT_TIMEOUT_MS * 1000000ull;
-	ev.data.u64 = c->serial;
-	epoll_ctl(cm_ep, EPOLL_CTL_ADD, c->fd, &ev);
-	c->in_epoll = true;
+	/* without a socket nothing answers: the deadline ends it (connect_listener) */
+	if (c->fd >= 0) {
+		ev.data.u64 = c->serial;
+		epoll_ctl(cm_ep, EPOLL_CTL_ADD, c->fd, &ev);
+		c->in_epoll = true;
+	}
 	pthread_mutex_unlock(&cm_lock);
 	return sync_wait(c, RDMA_CM_EVENT_ESTABLISHED);
 }

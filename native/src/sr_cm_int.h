@@ -4,6 +4,7 @@
  *   sr_cm_api.c    event channels and events, ids, QPs, connect/accept/reject/disconnect, endpoints
  *   sr_cm_wire.c   the CM wire protocol (REQ/REP/RTU/REJ/DREQ/DREP) and the CM thread
  *   sr_cm_addr.c   addresses: bind, resolve, listen, ports, devices; rdma_getaddrinfo
+ *   sr_cm_ports.c  the RDMA port space, apart from TCP's (claims in the registry directory)
  *   sr_cm_stubs.c  what is not offered: multicast, SRQ helpers, ECE, rsockets
  * Everything here is internal to librdmacm.so.1 (hidden).
  */
@@ -19,6 +20,7 @@
 /* from libibverbs.so.1 (SOFTRDMA_1.0) */
 struct ibv_context *softrdma_internal_open(void);
 void softrdma_internal_count(int kind, int delta);
+const char *softrdma_internal_rundir(void);
 
 /* IBA CM private data sizes minus rdma_cm's 36-byte header (kernel limits) */
 #define PDATA_REQ 56
@@ -31,6 +33,8 @@ void softrdma_internal_count(int kind, int delta);
 #define REP_TIMEOUT_MS 15000
 
 #define CM_MAGIC_ID 0x434d4944u
+/* "SRM2": CM messages that carry the RDMA ports (a peer of the old format is cut off) */
+#define CM_MSG_MAGIC 0x53524d32u
 #define CM_MAGIC_CH 0x434d4348u
 
 enum cm_msg_type { MSG_REQ = 1, MSG_REP, MSG_RTU, MSG_REJ, MSG_DREQ, MSG_DREP };
@@ -43,10 +47,14 @@ struct cm_msg {
 	uint8_t retry_count;
 	uint8_t rnr_retry_count;
 	uint8_t srq;
-	uint8_t pad;
+	uint8_t ps;                     /* the low byte of the port space */
 	uint32_t qpn;
 	uint32_t psn;
 	uint32_t magic;
+	/* RDMA ports (network order): the sender's and the peer's; the TCP
+	 * connection underneath runs between other port numbers */
+	uint16_t src_port;
+	uint16_t dst_port;
 	uint8_t pdata[PDATA_MAX];
 } __attribute__((packed));
 
@@ -76,6 +84,11 @@ struct cm_id {
 	uint32_t magic;
 	enum cm_state state;
 	int fd;                         /* bound / listening / CM connection socket */
+	/* the id's claim in the RDMA port space (sr_cm_ports.c); NULL: none (an
+	 * accepted id, or an active one whose port is its CM connection's) */
+	char *claim_path;
+	int claim_fd;
+	uint16_t claim_port;            /* host order */
 	bool in_epoll;
 	bool sync;                      /* created without a channel */
 	struct cm_id *listen;           /* passive side: the listener it came from */
@@ -157,7 +170,20 @@ SR_HIDDEN void *cm_thread(void *arg);
 
 /* sr_cm_addr.c */
 SR_HIDDEN socklen_t sa_len(const struct sockaddr *sa);
+SR_HIDDEN bool sa_is_any(const struct sockaddr *sa);
+SR_HIDDEN uint16_t sa_port(const struct sockaddr *sa);              /* host order */
+SR_HIDDEN void sa_set_port(struct sockaddr *sa, uint16_t port);     /* host order */
+SR_HIDDEN int connect_listener(struct cm_id *c);
 SR_HIDDEN void sa_to_gid(const struct sockaddr *sa, union ibv_gid *gid);
 SR_HIDDEN int gid_index_of(const union ibv_gid *gid);
+
+/* sr_cm_ports.c: cm_lock held. port_bind claims src_addr's address with `port`
+ * (0: a free one) and sets the port in src_addr; port_listen listens on the
+ * id's socket and publishes it; port_lookup finds the TCP port of the listener
+ * that an rdma_connect to dst reaches (-1, ENOENT: none) */
+SR_HIDDEN int port_bind(struct cm_id *c, uint16_t port);
+SR_HIDDEN int port_listen(struct cm_id *c, int backlog);
+SR_HIDDEN void port_release(struct cm_id *c);
+SR_HIDDEN int port_lookup(enum rdma_port_space ps, const struct sockaddr *dst, uint16_t *tcp_port);
 
 #endif

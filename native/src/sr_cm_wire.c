@@ -2,12 +2,13 @@
 /*
  * librdmacm for softrdma0: the CM wire protocol and the CM thread.
  *
- * Addresses are IP addresses; a listening id is a real TCP listening socket
- * on its address and port (so bind/listen have real semantics: EADDRINUSE,
- * ephemeral ports). Each connection has its own TCP connection to the
- * listener, which carries the CM exchange
+ * Addresses are IP addresses, ports RDMA ports (sr_cm_ports.c): a listening
+ * id is a TCP listening socket on its address and a TCP port of its own,
+ * which its claim in the RDMA port space names. Each connection has its own
+ * TCP connection to the listener, which carries the CM exchange
  *     REQ ->  <- REP  RTU ->     (or <- REJ)      DREQ <-> DREP
- * as fixed-size messages; its EOF means the peer is gone (DISCONNECTED).
+ * as fixed-size messages that carry both RDMA ports (the REQ's tell the
+ * passive side its peer's); its EOF means the peer is gone (DISCONNECTED).
  * A CM thread (epoll) runs the protocol and queues events on the channels.
  * Every CM socket is non-blocking and a message is collected piecewise, so a
  * peer that stalls inside a message holds up only its own connection: no
@@ -32,7 +33,7 @@ void send_msg(struct cm_id *c, struct cm_msg *m)
 {
 	ssize_t n;
 
-	m->magic = 0x53524d43; /* "SRMC" */
+	m->magic = CM_MSG_MAGIC;
 	if (c->fd < 0)
 		return;
 	do
@@ -57,6 +58,9 @@ void fill_msg(struct cm_id *c, struct cm_msg *m, uint8_t type)
 	m->srq = c->id.srq || c->param.srq;
 	m->qpn = c->local_qpn;
 	m->psn = c->local_psn;
+	m->ps = (uint8_t)c->id.ps;
+	m->src_port = htons(sa_port(&c->id.route.addr.src_addr));
+	m->dst_port = htons(sa_port(&c->id.route.addr.dst_addr));
 }
 
 /* ---- the CM thread ------------------------------------------------------------- */
@@ -75,9 +79,14 @@ static void on_connected(struct cm_id *c)
 		queue_event(c, RDMA_CM_EVENT_UNREACHABLE, -err, NULL, NULL, 0);
 		return;
 	}
-	/* the source port is known now (resolve_addr may have left it to connect) */
+	/* the source address is known now (resolve_addr may have left it to
+	 * connect); an id that claimed no RDMA port takes its CM connection's
+	 * number, which the kernel made unique for the destination, as the
+	 * kernel's rdma_cm gives an ephemeral port unique for it */
 	len = sizeof(c->id.route.addr.src_storage);
 	getsockname(c->fd, &c->id.route.addr.src_addr, &len);
+	if (c->claim_port)
+		sa_set_port(&c->id.route.addr.src_addr, c->claim_port);
 	epoll_ctl(cm_ep, EPOLL_CTL_MOD, c->fd, &ev);
 	fill_msg(c, &m, MSG_REQ);
 	send_msg(c, &m);
@@ -108,6 +117,9 @@ static void accept_one(struct cm_id *l, int fd)
 	getsockname(fd, &c->id.route.addr.src_addr, &len);
 	len = sizeof(c->id.route.addr.dst_storage);
 	getpeername(fd, &c->id.route.addr.dst_addr, &len);
+	/* RDMA ports: the listener's, and the peer's once its REQ tells it */
+	sa_set_port(&c->id.route.addr.src_addr, sa_port(&l->id.route.addr.src_addr));
+	sa_set_port(&c->id.route.addr.dst_addr, 0);
 	c->id.verbs = cm_ctx;
 	c->id.port_num = 1;
 	c->ack_timeout = l->ack_timeout;
@@ -170,7 +182,7 @@ static void on_lost(struct cm_id *c)
 static void on_msg(struct cm_id *c, struct cm_msg *m)
 {
 	cm_dbg("id %p (%s): message %d", (void *)c, cm_state_name[c->state], m->type);
-	if (m->pdata_len > PDATA_MAX) {
+	if (m->magic != CM_MSG_MAGIC || m->pdata_len > PDATA_MAX) {
 		on_lost(c);
 		return;
 	}
@@ -184,10 +196,14 @@ static void on_msg(struct cm_id *c, struct cm_msg *m)
 		c->remote_init_depth = m->initiator_depth;
 		c->remote_retry = m->retry_count;
 		c->remote_rnr_retry = m->rnr_retry_count;
-		if (!c->listen) {
+		/* a REQ for another port came through a stale claim whose TCP port
+		 * is this listener's now: as no listener, the peer sees it end */
+		if (!c->listen || m->ps != (uint8_t)c->listen->id.ps || !m->src_port ||
+		    ntohs(m->dst_port) != sa_port(&c->listen->id.route.addr.src_addr)) {
 			on_lost(c);
 			return;
 		}
+		sa_set_port(&c->id.route.addr.dst_addr, ntohs(m->src_port));
 		set_state(c, CMS_REQ_RCVD);
 		/* the request goes where the listener's events go now (it may
 		 * have been migrated since the TCP connection was accepted) */

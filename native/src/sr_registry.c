@@ -7,6 +7,7 @@
  * "<pid> <tcp port>"; a dead process's lock vanishes and its id is reused.
  * QPN = instance << 16 | index, so a peer that knows only GID + QPN (all that
  * ibv_rc_pingpong exchanges) reads entry QPN >> 16 for the port (sr_net.c).
+ * rdma_cm's port space lives in the subdirectory "rdma-cm" (sr_cm_ports.c).
  */
 #define _GNU_SOURCE
 #include "sr_net_int.h"
@@ -28,6 +29,12 @@ char rundir[256];
 uint32_t sr_net_instance(void)
 {
 	return my_inst;
+}
+
+/* for librdmacm.so.1: rdma_cm keeps its port space in the same directory (sr_cm_ports.c) */
+SR_EXPORT const char *softrdma_internal_rundir(void)
+{
+	return rundir;
 }
 
 /* ---- registry ------------------------------------------------------------------ */

@@ -1,8 +1,11 @@
 #include "common.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -562,4 +565,80 @@ void check_wc_err(const struct ibv_wc *wc, uint64_t wr_id, enum ibv_wc_status st
              wc->status, ibv_wc_status_str(st), st);
     if (wc->wr_id != wr_id) FAIL("wc.wr_id %llu, expected %llu (status %s)", (unsigned long long)wc->wr_id, (unsigned long long)wr_id, ibv_wc_status_str(st));
     if (wc->qp_num != qp_num) FAIL("wr_id %llu: wc.qp_num 0x%x, expected 0x%x", (unsigned long long)wr_id, wc->qp_num, qp_num);
+}
+
+/* ---- softrdma's registry directory (tests that run on the software device only) ---- */
+const char *rundir_path(void) {
+    static char buf[256];
+    const char *d = getenv("SOFTRDMA_RUNDIR");
+    if (d && *d) return d;
+    snprintf(buf, sizeof buf, "/tmp/softrdma-%u", (unsigned)getuid());
+    return buf;
+}
+
+static void rundir_name(char *buf, size_t len, pid_t runner, const char *tag) {
+    snprintf(buf, len, "/tmp/softrdma-test-%d-%s", (int)runner, tag);
+}
+
+static void remove_tree(const char *path) {
+    DIR *d = opendir(path);
+    if (!d) {
+        unlink(path);
+        return;
+    }
+    struct dirent *e;
+    char p[768];
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+        struct stat st;
+        if (!lstat(p, &st) && S_ISDIR(st.st_mode)) remove_tree(p);
+        else unlink(p);
+    }
+    closedir(d);
+    rmdir(path);
+}
+
+void rundir_remove(pid_t runner, const char *tag) {
+    char dir[256];
+    rundir_name(dir, sizeof dir, runner, tag);
+    remove_tree(dir);
+}
+
+void rundir_private(const char *tag) {
+    char dir[256];
+    if (!sr_object_count) SKIP("not the softrdma device (no registry directory)");
+    rundir_name(dir, sizeof dir, getppid(), tag);
+    remove_tree(dir);
+    CHECK(mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
+    CHECK(setenv("SOFTRDMA_RUNDIR", dir, 1) == 0, "setenv");
+}
+
+int cm_claim_file(uint16_t port, const char *name, const char *contents) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/rdma-cm", rundir_path());
+    CHECK(mkdir(p, 0700) == 0 || errno == EEXIST, "mkdir %s: %s", p, strerror(errno));
+    snprintf(p, sizeof p, "%s/rdma-cm/tcp.%u", rundir_path(), port);
+    CHECK(mkdir(p, 0700) == 0 || errno == EEXIST, "mkdir %s: %s", p, strerror(errno));
+    snprintf(p, sizeof p, "%s/rdma-cm/tcp.%u/%s", rundir_path(), port, name);
+    int fd = open(p, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    CHECK(fd >= 0, "create %s: %s", p, strerror(errno));
+    CHECK(write(fd, contents, strlen(contents)) == (ssize_t)strlen(contents), "write %s", p);
+    return fd;
+}
+
+uint16_t cm_claim_tcp_port(uint16_t port, const char *name) {
+    char p[512], buf[64] = "";
+    snprintf(p, sizeof p, "%s/rdma-cm/tcp.%u/%s", rundir_path(), port, name);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    CHECK(fd >= 0, "open %s: %s", p, strerror(errno));
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    int pid;
+    unsigned tcp;
+    char flags[8];
+    CHECK(n > 0 && sscanf(buf, "%d %u %7s", &pid, &tcp, flags) == 3 && tcp > 0 && tcp < 65536 &&
+              strchr(flags, 'L'),
+          "%s holds \"%s\", not a listener's claim", p, buf);
+    return (uint16_t)tcp;
 }

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <rdma/rdma_cma.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "harness.h"
 
@@ -117,6 +118,19 @@ struct rdma_cm_id *cm_resolve(struct rdma_event_channel *ec, const char *addr, u
 /* allocate PD/CQ and create the QP on a cm id */
 void cm_ep_setup(struct ep *e, struct rdma_cm_id *id, struct rdma_event_channel *ec, const struct qp_opts *o);
 void ep_destroy(struct ep *e);
+
+/* softrdma only (tests that SKIP elsewhere): the registry directory, where rdma_cm keeps its port space in
+ * rdma-cm/<ps>.<port>/<address> ($SOFTRDMA_RUNDIR, default /tmp/softrdma-<uid>) */
+const char *rundir_path(void);
+/* a private registry directory for this test, set before the device opens; named after the runner (the
+ * test's parent) and tag, so that the teardown's rundir_remove(getpid(), tag) finds it */
+void rundir_private(const char *tag);
+void rundir_remove(pid_t runner, const char *tag);
+/* a file of the port space, rdma-cm/tcp.<port>/<name>, created with `contents` (directories made); returns
+ * its fd (the caller may flock it as a live claim) */
+int cm_claim_file(uint16_t port, const char *name, const char *contents);
+/* the TCP port underneath a live listener's claim rdma-cm/tcp.<port>/<name>; FAILs when there is none */
+uint16_t cm_claim_tcp_port(uint16_t port, const char *name);
 
 int fd_readable(int fd, int timeout_ms);
 void msleep(int ms);

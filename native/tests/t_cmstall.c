@@ -1,8 +1,10 @@
 /* rdma_cm under stalled peers: a peer that stops in the middle of the connection handshake holds up its own
  * connection only. The stalled peers are plain TCP sockets that speak the first bytes of the software
- * device's CM exchange and then nothing: the test runs on the software device only. */
+ * device's CM exchange and then nothing, found through its port space: the test runs on the software
+ * device only. */
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -40,8 +42,12 @@ static int tcp_listener(uint16_t *port) {
  * bytes of a request and stalls. A third connection, to the real listener, must still be set up at once,
  * and the stalled ids can be destroyed without waiting.
  */
-TEST(cm_stalled_peer_leaves_others_alone, 40) {
+static void stall_teardown(void) { rundir_remove(getpid(), "cmstall"); }
+
+SR_TEST_FULL(cm_stalled_peer_leaves_others_alone, "cm_stalled_peer_leaves_others_alone", 40, stall_teardown) {
     if (!sr_object_count) SKIP("the stalled peers speak the software device's CM wire");
+    /* a port space of its own: the stalled server's claim takes a port number nobody else sees */
+    rundir_private("cmstall");
     struct rdma_event_channel *lec = cm_channel(), *sec = cm_channel(), *cec = cm_channel();
     struct rdma_cm_id *listen;
     uint16_t port = cm_listen(lec, &listen), fport;
@@ -49,8 +55,13 @@ TEST(cm_stalled_peer_leaves_others_alone, 40) {
     qp_opts_default(&o);
     struct rdma_conn_param cp = stall_param();
 
-    /* (1) the active side's handshake stalls inside the peer's REP */
+    /* (1) the active side's handshake stalls inside the peer's REP: the peer is a TCP listener that a live
+     * claim (held locked, as the device holds its own) enters as the listener on RDMA port fport */
     int fl = tcp_listener(&fport);
+    char claim[64];
+    snprintf(claim, sizeof claim, "%d %u L\n", (int)getpid(), fport);
+    int cfd = cm_claim_file(fport, test_addr(), claim);
+    CHECK_OK(flock(cfd, LOCK_EX));
     struct rdma_cm_id *sid = cm_resolve(sec, test_addr(), fport);
     struct ep s;
     memset(&s, 0, sizeof s);
@@ -64,9 +75,9 @@ TEST(cm_stalled_peer_leaves_others_alone, 40) {
     CHECK(read(fs, req, sizeof req) > 0, "REQ");
     CHECK(write(fs, req, 10) == 10, "partial reply");
 
-    /* (2) the passive side's handshake stalls inside a REQ */
+    /* (2) the passive side's handshake stalls inside a REQ, sent to the TCP port under the listener */
     int fc = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in la = test_sockaddr(port);
+    struct sockaddr_in la = test_sockaddr(cm_claim_tcp_port(port, test_addr()));
     CHECK(fc >= 0 && connect(fc, (struct sockaddr *)&la, sizeof la) == 0, "connect to the listener");
     CHECK(write(fc, req, 10) == 10, "partial request");
     msleep(100); /* both stalls reach the CM thread first */
@@ -103,6 +114,7 @@ TEST(cm_stalled_peer_leaves_others_alone, 40) {
     close(fc);
     close(fs);
     close(fl);
+    close(cfd);
     rdma_destroy_event_channel(cec);
     rdma_destroy_event_channel(sec);
     rdma_destroy_event_channel(lec);
