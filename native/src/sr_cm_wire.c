@@ -55,6 +55,7 @@ void fill_msg(struct cm_id *c, struct cm_msg *m, uint8_t type)
 	m->retry_count = c->param.retry_count;
 	m->rnr_retry_count = c->param.rnr_retry_count;
 	m->srq = c->id.srq || c->param.srq;
+	m->tos = c->tos;
 	m->qpn = c->local_qpn;
 	m->psn = c->local_psn;
 }
@@ -184,6 +185,8 @@ static void on_msg(struct cm_id *c, struct cm_msg *m)
 		c->remote_init_depth = m->initiator_depth;
 		c->remote_retry = m->retry_count;
 		c->remote_rnr_retry = m->rnr_retry_count;
+		/* as ib_cm: the passive side's path, traffic class included, is the REQ's */
+		c->tos = m->tos;
 		if (!c->listen) {
 			on_lost(c);
 			return;

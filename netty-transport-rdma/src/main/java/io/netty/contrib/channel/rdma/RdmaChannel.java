@@ -21,7 +21,6 @@ import io.netty.contrib.channel.rdma.internal.protocol.RejectReason;
 import io.netty.contrib.channel.rdma.internal.verbs.CmEvent;
 import io.netty.contrib.channel.rdma.internal.verbs.CmEventType;
 import io.netty.contrib.channel.rdma.internal.verbs.CmId;
-import io.netty.contrib.channel.rdma.internal.verbs.ConnParam;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvEventType;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvWcStatus;
 import io.netty.contrib.channel.rdma.internal.verbs.WorkCompletions;
@@ -82,6 +81,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
     private SocketAddress requestedRemoteAddress;
     private volatile InetSocketAddress local;
     private volatile InetSocketAddress remote;
+    private volatile RdmaConnectionSettings connectionSettings;
     private boolean readScheduled;
     private final Runnable readTask = () -> {
         readScheduled = false;
@@ -116,6 +116,14 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
      */
     public RdmaChannelMetric metric() {
         return metric;
+    }
+
+    /**
+     * The path and transport settings the connection's queue pair runs with, as the device reports them once the
+     * connection is established; {@code null} before.
+     */
+    public RdmaConnectionSettings connectionSettings() {
+        return connectionSettings;
     }
 
     @Override
@@ -302,7 +310,9 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             RdmaEvents.rejected(local, remote, e.toString());
             throw e;
         }
-        cmId.accept(ConnParam.of(connectParameters()));
+        FabricOptions.beforeAccept(cmId, config);
+        cmId.accept(FabricOptions.connParam(connectParameters(), config));
+        FabricOptions.atRts(connection.qp, config);
     }
 
     private byte[] connectParameters() {
@@ -450,7 +460,10 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
         int type = event.type();
         try {
             switch (type) {
-                case CmEventType.ADDR_RESOLVED -> cmId.resolveRoute(config.getResolveTimeoutMillis());
+                case CmEventType.ADDR_RESOLVED -> {
+                    FabricOptions.checkDevice(cmId, config);
+                    cmId.resolveRoute(config.getResolveTimeoutMillis());
+                }
                 case CmEventType.ROUTE_RESOLVED -> connectQueuePair();
                 case CmEventType.ESTABLISHED -> established(event);
                 case CmEventType.REJECTED -> failConnect(rejected(event));
@@ -484,7 +497,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
     private void connectQueuePair() {
         connection = new RdmaConnection(registration, eventLoop(), cmId, RdmaDevices.of(cmId.verbs()), config);
         counters = connection.counters;
-        cmId.connect(ConnParam.of(connectParameters()));
+        cmId.connect(FabricOptions.connParam(connectParameters(), config));
     }
 
     private void established(CmEvent event) {
@@ -494,6 +507,14 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
         }
         if (acceptedPeer == null) {
             state = State.ESTABLISHED;
+            FabricOptions.atRts(connection.qp, config);
+            connectionSettings = FabricOptions.established(cmId, connection.qp);
+            try {
+                FabricOptions.checkGidType(cmId, connectionSettings, config);
+            } catch (ConnectException e) {
+                failConnect(e);
+                return;
+            }
             ConnectParameters peer;
             try {
                 peer = ConnectParameters.parse(event.privateData());
@@ -505,7 +526,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             connection.start(peer);
             local = cmId.localAddress();
             remote = cmId.remoteAddress();
-            RdmaEvents.connected(local, remote);
+            RdmaEvents.connected(local, remote, connectionSettings);
             fulfillConnect();
             // The server may have sent before this event came: deliver what waits, answer what it asked for
             // (a ring, credits).
@@ -515,7 +536,8 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             }
         } else {
             state = State.ACTIVE;
-            RdmaEvents.accepted(local, remote);
+            connectionSettings = FabricOptions.established(cmId, connection.qp);
+            RdmaEvents.accepted(local, remote, connectionSettings);
             ((RdmaServerChannel) parent()).handshakeDone();
             if (connectTimeoutFuture != null) {
                 connectTimeoutFuture.cancel(false);
@@ -903,9 +925,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
                 InetSocketAddress localInet = localAddress != null ? (InetSocketAddress) localAddress : local;
                 cmId = registration.handler().cmChannel().createId();
                 cmId.attach(this);
-                if (config.getTrafficClass() != 0) {
-                    cmId.setTos(config.getTrafficClass());
-                }
+                FabricOptions.beforeResolve(cmId, config);
                 cmId.resolveAddr(localInet, remoteInet, config.getResolveTimeoutMillis());
                 connectPromise = promise;
                 state = State.CONNECTING;

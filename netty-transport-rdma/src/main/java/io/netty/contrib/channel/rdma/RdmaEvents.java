@@ -19,16 +19,18 @@ final class RdmaEvents {
     private RdmaEvents() {
     }
 
-    static void connected(InetSocketAddress local, InetSocketAddress remote) {
+    static void connected(InetSocketAddress local, InetSocketAddress remote, RdmaConnectionSettings settings) {
         ConnectEvent e = new ConnectEvent();
         if (e.isEnabled()) {
+            e.settings(settings);
             e.commitWith(local, remote);
         }
     }
 
-    static void accepted(InetSocketAddress local, InetSocketAddress remote) {
+    static void accepted(InetSocketAddress local, InetSocketAddress remote, RdmaConnectionSettings settings) {
         AcceptEvent e = new AcceptEvent();
         if (e.isEnabled()) {
+            e.settings(settings);
             e.commitWith(local, remote);
         }
     }
@@ -87,16 +89,64 @@ final class RdmaEvents {
         }
     }
 
+    /** An established connection: its queue pair's settings as the device reports them. */
+    abstract static class EstablishedEvent extends ConnectionEvent {
+        @Label("Device")
+        String device;
+        @Label("Port")
+        int port;
+        @Label("GID Index")
+        int gidIndex;
+        @Label("GID Type")
+        String gidType;
+        @Label("Traffic Class")
+        @Description("The GRH traffic class; on RoCE v2 the IP TOS byte (DSCP << 2 | ECN)")
+        int trafficClass;
+        @Label("Service Level")
+        int serviceLevel;
+        @Label("Path MTU")
+        @DataAmount
+        int pathMtu;
+        @Label("ACK Timeout")
+        @Description("Local ACK timeout code: 4.096 us * 2^code, 0 = infinite")
+        int ackTimeout;
+        @Label("Retry Count")
+        int retryCount;
+        @Label("RNR Retry Count")
+        @Description("7 = infinite")
+        int rnrRetryCount;
+        @Label("Min RNR Timer")
+        @Description("The RNR NAK timer code this side sends as responder")
+        int minRnrTimer;
+
+        final void settings(RdmaConnectionSettings s) {
+            if (s == null) {
+                return;
+            }
+            device = s.device();
+            port = s.port();
+            gidIndex = s.gidIndex();
+            gidType = s.gidType();
+            trafficClass = s.trafficClass();
+            serviceLevel = s.serviceLevel();
+            pathMtu = s.pathMtu();
+            ackTimeout = s.ackTimeout();
+            retryCount = s.retryCount();
+            rnrRetryCount = s.rnrRetryCount();
+            minRnrTimer = s.minRnrTimer();
+        }
+    }
+
     @Name("io.netty.contrib.rdma.Connect")
     @Label("RDMA Connect")
     @Description("A client connection was established")
-    static final class ConnectEvent extends ConnectionEvent {
+    static final class ConnectEvent extends EstablishedEvent {
     }
 
     @Name("io.netty.contrib.rdma.Accept")
     @Label("RDMA Accept")
     @Description("A server accepted a connection and it was established")
-    static final class AcceptEvent extends ConnectionEvent {
+    static final class AcceptEvent extends EstablishedEvent {
     }
 
     @Name("io.netty.contrib.rdma.Reject")
