@@ -642,7 +642,9 @@ static int init_qp_attr(struct cm_id *c, struct ibv_qp_attr *a, int *mask)
 		a->retry_cnt = c->passive ? c->remote_retry : c->param.retry_count;
 		if (a->retry_cnt > 7)
 			a->retry_cnt = 7;
-		a->rnr_retry = c->passive ? c->param.rnr_retry_count : c->remote_rnr_retry;
+		/* the REQ's RNR retry count is what the passive side retries, the REP's what the
+		 * active side retries: each QP gets its peer's (as ib_cm; seen on kernel rxe) */
+		a->rnr_retry = c->remote_rnr_retry;
 		if (a->rnr_retry > 7)
 			a->rnr_retry = 7;
 		a->max_rd_atomic = c->param.initiator_depth ? c->param.initiator_depth : 1;

@@ -52,7 +52,7 @@ final class FabricOptions {
 
     /**
      * {@code rdma_connect}'s or {@code rdma_accept}'s parameters. rdma_cm gives both queue pairs the client's
-     * retry count (the server's is ignored) and the server's RNR retry count (the client's only proposes).
+     * retry count (the server's is ignored), and each side's RNR retry count to its peer's queue pair.
      */
     static ConnParam connParam(byte[] privateData, RdmaChannelConfig config) {
         return new ConnParam(privateData, READ_DEPTH, READ_DEPTH, config.getRetryCount(), config.getRnrRetryCount(),

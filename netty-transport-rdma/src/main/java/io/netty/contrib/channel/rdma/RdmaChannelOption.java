@@ -126,9 +126,10 @@ public final class RdmaChannelOption<T> extends ChannelOption<T> {
     /**
      * Retries after a receiver-not-ready NAK ({@code rdma_conn_param.rnr_retry_count}, the QP's
      * {@code rnr_retry}), 0-7, 7 retrying forever. Default 7. The transport's credits keep a peer from sending
-     * into an empty receive queue, so an RNR NAK means a peer outside the protocol. Negotiated: the server's
-     * accept carries its value and rdma_cm gives it to both queue pairs (the client's is only proposed in the
-     * request), so the server's childOption decides.
+     * into an empty receive queue, so an RNR NAK means a peer outside the protocol. Set by the side that sends the
+     * NAKs: each side's value travels to its peer (in the connect request or in the accept) and is how many times
+     * the peer's queue pair retries, so a client's value applies to the server's sends and a server's childOption
+     * to the client's.
      */
     public static final ChannelOption<Integer> RNR_RETRY_COUNT = valueOf(RdmaChannelOption.class,
             "RNR_RETRY_COUNT");
