@@ -535,8 +535,9 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
                 connection.flushReceives();
             }
         } else {
-            state = State.ACTIVE;
+            // read while still ACCEPTING: a failure drops the connection like any other before ESTABLISHED
             connectionSettings = FabricOptions.established(cmId, connection.qp);
+            state = State.ACTIVE;
             RdmaEvents.accepted(local, remote, connectionSettings);
             ((RdmaServerChannel) parent()).handshakeDone();
             if (connectTimeoutFuture != null) {
