@@ -1,26 +1,34 @@
 #!/usr/bin/env python3
 """Counts the RoCE v2 packets (IPv4, UDP destination port 4791) that pass any netdev of this host, by the TOS
 byte of their IP header, with an AF_PACKET socket on all interfaces (root only): the check, without tcpdump,
-that a connection's traffic class is the DSCP on the wire. Runs until SIGTERM or SIGINT, then prints one line
-per TOS value seen ("tos 104 dscp 26: 812 packets on dummy0") and a total line."""
+that a connection's traffic class is the DSCP on the wire. Prints "capturing" once the socket is open, runs until
+SIGTERM or SIGINT (or for --seconds N), then prints one line per TOS value and netdev seen
+("tos 104 dscp 26 ecn 0: 812 packets on eth0") and a total line."""
 import collections
 import signal
 import socket
 import struct
 import sys
+import time
 
 ETH_P_ALL = 0x0003
 ROCE_V2_PORT = 4791
 
 
 def main():
+    deadline = None
+    if len(sys.argv) == 3 and sys.argv[1] == "--seconds":
+        deadline = time.monotonic() + float(sys.argv[2])
+    elif len(sys.argv) != 1:
+        sys.exit("usage: roce-capture.py [--seconds N]")
     sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
     sock.settimeout(0.2)
+    print("capturing", flush=True)
     seen = collections.Counter()
     stop = []
     for s in (signal.SIGTERM, signal.SIGINT):
         signal.signal(s, lambda *_: stop.append(True))
-    while not stop:
+    while not stop and (deadline is None or time.monotonic() < deadline):
         try:
             frame, address = sock.recvfrom(65535)
         except socket.timeout:

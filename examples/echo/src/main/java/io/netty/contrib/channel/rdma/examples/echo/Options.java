@@ -36,6 +36,8 @@ final class Options {
     long spinNanos = -1;
     boolean stats;
     int connectTimeoutSeconds = 30;
+    /** The client's IP_TOS: over RDMA the connection's traffic class (on RoCE v2 the IP header's TOS byte). */
+    int tos;
 
     static Options parse(String[] args) {
         Options o = new Options();
@@ -54,6 +56,7 @@ final class Options {
                 case "--stats" -> o.stats = true;
                 case "--connect-timeout" -> o.connectTimeoutSeconds = intValue(args, ++i, arg, 1);
                 case "--spin-nanos" -> o.spinNanos = intValue(args, ++i, arg, 0);
+                case "--tos" -> o.tos = intValue(args, ++i, arg, 0);
                 case "--help", "-h" -> usage(null);
                 default -> usage("unknown option " + arg);
             }
@@ -133,7 +136,7 @@ final class Options {
                 + " --threads LOOPS (1) --busy-poll --spin-nanos NS (the adaptive loop's longest spin, 50000)"
                 + " --stats (the transport's counters at the end) --transport rdma|epoll|nio (rdma)"
                 + " --connect-timeout SECONDS (30, Netty's default: each connection's whole set-up; rdma_cm's address"
-                + " resolution in it has its own 2 s)");
+                + " resolution in it has its own 2 s) --tos TOS (0: IP_TOS, over RDMA the traffic class, DSCP << 2)");
         System.exit(error == null ? 0 : 2);
     }
 }
