@@ -562,7 +562,10 @@ SR_EXPORT int rdma_set_option(struct rdma_cm_id *id, int level, int optname, voi
 	if (level == RDMA_OPTION_ID) {
 		switch (optname) {
 		case RDMA_OPTION_ID_TOS:
-			return optlen == 1 ? 0 : (errno = EINVAL, -1);
+			if (optlen != 1)
+				break;
+			c->tos = *(uint8_t *)optval;
+			return 0;
 		case RDMA_OPTION_ID_REUSEADDR:
 			if (optlen != sizeof(int))
 				break;
@@ -622,6 +625,9 @@ static int init_qp_attr(struct cm_id *c, struct ibv_qp_attr *a, int *mask)
 		a->ah_attr.is_global = 1;
 		a->ah_attr.port_num = 1;
 		a->ah_attr.grh.hop_limit = 64;
+		/* RoCE: the TOS is the GRH traffic class (the IP header's DSCP/ECN byte); the SL is
+		 * the netdev's priority for it, 0 without a VLAN (the kernel's iboe_tos_to_sl) */
+		a->ah_attr.grh.traffic_class = c->tos;
 		sa_to_gid(&c->id.route.addr.dst_addr, &a->ah_attr.grh.dgid);
 		sa_to_gid(&c->id.route.addr.src_addr, &sgid);
 		a->ah_attr.grh.sgid_index = (uint8_t)gid_index_of(&sgid);
@@ -637,7 +643,9 @@ static int init_qp_attr(struct cm_id *c, struct ibv_qp_attr *a, int *mask)
 		a->retry_cnt = c->passive ? c->remote_retry : c->param.retry_count;
 		if (a->retry_cnt > 7)
 			a->retry_cnt = 7;
-		a->rnr_retry = c->passive ? c->param.rnr_retry_count : c->remote_rnr_retry;
+		/* the REQ's RNR retry count is what the passive side retries, the REP's what the
+		 * active side retries: each QP gets its peer's (as ib_cm; seen on kernel rxe) */
+		a->rnr_retry = c->remote_rnr_retry;
 		if (a->rnr_retry > 7)
 			a->rnr_retry = 7;
 		a->max_rd_atomic = c->param.initiator_depth ? c->param.initiator_depth : 1;

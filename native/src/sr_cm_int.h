@@ -48,6 +48,7 @@ struct cm_msg {
 	uint8_t rnr_retry_count;
 	uint8_t srq;
 	uint8_t ps;                     /* the low byte of the port space */
+	uint8_t tos;                    /* REQ: the requester's traffic class */
 	uint32_t qpn;
 	uint32_t psn;
 	uint32_t magic;
@@ -97,6 +98,7 @@ struct cm_id {
 	uint64_t deadline_ns;           /* connecting: give up then */
 	int reuseaddr, afonly;
 	uint8_t ack_timeout;
+	uint8_t tos;                    /* RDMA_OPTION_ID_TOS; passive: the REQ's */
 	/* connection */
 	struct rdma_conn_param param;   /* our side's */
 	uint8_t pdata[PDATA_MAX];

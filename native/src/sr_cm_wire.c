@@ -56,6 +56,7 @@ void fill_msg(struct cm_id *c, struct cm_msg *m, uint8_t type)
 	m->retry_count = c->param.retry_count;
 	m->rnr_retry_count = c->param.rnr_retry_count;
 	m->srq = c->id.srq || c->param.srq;
+	m->tos = c->tos;
 	m->qpn = c->local_qpn;
 	m->psn = c->local_psn;
 	m->ps = (uint8_t)c->id.ps;
@@ -196,6 +197,8 @@ static void on_msg(struct cm_id *c, struct cm_msg *m)
 		c->remote_init_depth = m->initiator_depth;
 		c->remote_retry = m->retry_count;
 		c->remote_rnr_retry = m->rnr_retry_count;
+		/* as ib_cm: the passive side's path, traffic class included, is the REQ's */
+		c->tos = m->tos;
 		/* a REQ for another port came through a stale claim whose TCP port
 		 * is this listener's now: as no listener, the peer sees it end */
 		if (!c->listen || m->ps != (uint8_t)c->listen->id.ps || !m->src_port ||

@@ -404,3 +404,81 @@ TEST(cm_disconnect_after_delivery, 30) {
     CHECK_OK(rdma_ack_cm_event(cm_expect(s.lec, RDMA_CM_EVENT_DISCONNECTED, TMO)));
     cm_teardown(&s);
 }
+
+static void query_qp(struct ibv_qp *qp, struct ibv_qp_attr *a) {
+    struct ibv_qp_init_attr init;
+    CHECK_OK(ibv_query_qp(qp, a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                          IBV_QP_RNR_RETRY | IBV_QP_MIN_RNR_TIMER, &init));
+}
+
+/*
+ * The settings a consumer gives rdma_cm reach the QPs as ib_cm negotiates them: the requester's TOS as both
+ * GRH traffic classes (the passive side's path is the REQ's), each side's own RDMA_OPTION_ID_ACK_TIMEOUT, the
+ * requester's retry_count on both, each side's rnr_retry_count on its peer's QP (the REQ's tells the passive side
+ * how often to retry, the REP's the active side; seen on kernel rxe 6.1), and min_rnr_timer changed RTS to RTS.
+ * Out-of-range option lengths are refused as the kernel's ucma does.
+ */
+TEST(cm_qp_settings, 30) {
+    struct cmsetup s;
+    memset(&s, 0, sizeof s);
+    qp_opts_default(&s.o);
+    s.lec = cm_channel();
+    s.cec = cm_channel();
+    s.port = cm_listen(s.lec, &s.listen);
+    CHECK_OK(rdma_create_id(s.cec, &s.cid, NULL, RDMA_PS_TCP));
+    uint8_t tos = 104, client_timeout = 18, server_timeout = 16;
+    int wide = 104;
+    CHECK(rdma_set_option(s.cid, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &wide, sizeof wide) == -1 && errno == EINVAL,
+          "a TOS of sizeof(int) is refused (the option is a uint8_t)");
+    CHECK_OK(rdma_set_option(s.cid, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof tos));
+    CHECK_OK(rdma_set_option(s.cid, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &client_timeout, 1));
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(s.port);
+    CHECK(inet_pton(AF_INET, test_addr(), &sa.sin_addr) == 1, "address");
+    CHECK_OK(rdma_resolve_addr(s.cid, NULL, (struct sockaddr *)&sa, 2000));
+    CHECK_OK(rdma_ack_cm_event(cm_expect(s.cec, RDMA_CM_EVENT_ADDR_RESOLVED, TMO)));
+    CHECK_OK(rdma_resolve_route(s.cid, 2000));
+    CHECK_OK(rdma_ack_cm_event(cm_expect(s.cec, RDMA_CM_EVENT_ROUTE_RESOLVED, TMO)));
+    cm_ep_setup(&s.a, s.cid, s.cec, &s.o);
+
+    struct rdma_conn_param cp = conn_param(NULL, 0);
+    cp.retry_count = 5;
+    cp.rnr_retry_count = 3;
+    CHECK_OK(rdma_connect(s.cid, &cp));
+    struct rdma_cm_event *ev = cm_expect(s.lec, RDMA_CM_EVENT_CONNECT_REQUEST, TMO);
+    s.sid = ev->id;
+    CHECK_OK(rdma_ack_cm_event(ev));
+    cm_ep_setup(&s.b, s.sid, s.lec, &s.o);
+    CHECK_OK(rdma_set_option(s.sid, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &server_timeout, 1));
+    cp.retry_count = 2;
+    cp.rnr_retry_count = 4;
+    CHECK_OK(rdma_accept(s.sid, &cp));
+    CHECK_OK(rdma_ack_cm_event(cm_expect(s.cec, RDMA_CM_EVENT_ESTABLISHED, TMO)));
+    CHECK_OK(rdma_ack_cm_event(cm_expect(s.lec, RDMA_CM_EVENT_ESTABLISHED, TMO)));
+
+    struct ibv_qp_attr m = { .qp_state = IBV_QPS_RTS, .min_rnr_timer = 20 };
+    CHECK_OK(ibv_modify_qp(s.a.qp, &m, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER));
+    m.min_rnr_timer = 12;
+    CHECK_OK(ibv_modify_qp(s.b.qp, &m, IBV_QP_MIN_RNR_TIMER));
+    struct ibv_qp_attr bad = { .qp_state = IBV_QPS_RTS, .path_mtu = IBV_MTU_1024 };
+    CHECK(ibv_modify_qp(s.a.qp, &bad, IBV_QP_STATE | IBV_QP_PATH_MTU) == EINVAL,
+          "RTS to RTS may not change the path MTU (IBA 11.2.4.2)");
+
+    struct ibv_qp_attr a, b;
+    query_qp(s.a.qp, &a);
+    query_qp(s.b.qp, &b);
+    CHECK_EQ(a.ah_attr.grh.traffic_class, 104);
+    CHECK_EQ(b.ah_attr.grh.traffic_class, 104);
+    CHECK_EQ(a.timeout, 18);
+    CHECK_EQ(b.timeout, 16);
+    CHECK_EQ(a.retry_cnt, 5);
+    CHECK_EQ(b.retry_cnt, 5);
+    CHECK_EQ(a.rnr_retry, 4);
+    CHECK_EQ(b.rnr_retry, 3);
+    CHECK_EQ(a.min_rnr_timer, 20);
+    CHECK_EQ(b.min_rnr_timer, 12);
+    CHECK_EQ(a.qp_state, IBV_QPS_RTS);
+    cm_teardown(&s);
+}

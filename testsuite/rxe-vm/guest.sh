@@ -134,6 +134,7 @@ java_selectors=(
   --select-class="$rdma.RdmaWriteCoalescingTest"
   --select-class="$rdma.RdmaUnsignaledSendTest"
   --select-class="$rdma.RdmaDiagnosticsTest"
+  --select-class="$rdma.RdmaFabricOptionsTest"
   --select-class="$rdma.testsuite.process.TwoProcessEchoTest"
   --select-class="$rdma.testsuite.RdmaEchoTest"
   --select-class="$rdma.testsuite.RdmaStringEchoTest"
@@ -147,6 +148,25 @@ system_library_dir() {
   dirname "$(ldconfig -p | awk '$1 == "libibverbs.so.1" && /x86-64/ { print $NF; exit }')"
 }
 
+# What roce-capture.py saw while the Java tests ran ($1): DSCP 26 in RoCE v2 packets, or why nothing was seen.
+roce_dscp_summary() {
+  local total
+  total=$(sed -n 's/^total: \([0-9]*\) .*/\1/p' "$1")
+  if [ -z "$total" ]; then
+    summary "3 DSCP on the wire" "capture FAILED (see java/roce-capture.txt)" ""
+    failed=1
+  elif [ "$total" = 0 ]; then
+    # rxe hands a packet whose destination MAC is its own netdev's straight to its receive path (rxe_loopback),
+    # before any netdev or netfilter hook: with both ends on one device nothing reaches a capture.
+    summary "3 DSCP on the wire" "not observable: 0 RoCE v2 packets on netdevs (rxe loopback, one device)" ""
+  elif grep -q '^tos 104 dscp 26' "$1"; then
+    summary "3 DSCP on the wire" "$(grep '^tos 104 dscp 26' "$1"); all: java/roce-capture.txt" ""
+  else
+    summary "3 DSCP on the wire" "FAILED: $total packets, none with TOS 104 (java/roce-capture.txt)" ""
+    failed=1
+  fi
+}
+
 run_java() {
   local t0 cp rc xml verbs transport
   t0=$(now)
@@ -154,6 +174,10 @@ run_java() {
   cp="$project/netty-transport-rdma/target/test-classes:$project/testsuite/target/test-classes"
   cp="$cp:$(cat "$project/testsuite/target/rxe-vm-classpath.txt")"
   progress "Java tests (one JVM)"
+  # RdmaFabricOptionsTest connects with IP_TOS 104 (DSCP 26): count the RoCE v2 packets on the netdevs by TOS
+  local capture
+  python3 "$project/testsuite/rxe-vm/roce-capture.py" >"$out/java/roce-capture.txt" 2>&1 &
+  capture=$!
   # C1 only and the serial collector: under emulation C2 compilations and GC threads cost more than they give
   # back in a run this short.
   timeout -k 10 1200 "$java" --enable-native-access=ALL-UNNAMED -Xss2m -XX:ErrorFile="$out/java/hs_err_pid%p.log" \
@@ -163,6 +187,8 @@ run_java() {
     -cp "$cp" org.junit.platform.console.ConsoleLauncher execute --disable-banner --disable-ansi-colors \
     --details=testfeed --reports-dir="$out/java" "${java_selectors[@]}" >"$out/java/console.log" 2>&1
   rc=$?
+  kill -TERM "$capture" 2>/dev/null
+  wait "$capture" 2>/dev/null
   xml=$out/java/TEST-junit-jupiter.xml
   if [ ! -f "$xml" ]; then
     failed=1
@@ -182,6 +208,7 @@ run_java() {
   summary "3 Java transport" "$transport" ""
   summary "  (2 and 3: one JVM)" "" "$(since "$t0")"
   junit_skips "$xml" | tee -a "$out/summary.txt"
+  roce_dscp_summary "$out/java/roce-capture.txt"
   local unchecked
   unchecked=$(grep -c 'leak check skipped' "$xml")
   if [ "$unchecked" -gt 0 ]; then

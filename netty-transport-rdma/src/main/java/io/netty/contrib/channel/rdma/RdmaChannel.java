@@ -21,7 +21,6 @@ import io.netty.contrib.channel.rdma.internal.protocol.RejectReason;
 import io.netty.contrib.channel.rdma.internal.verbs.CmEvent;
 import io.netty.contrib.channel.rdma.internal.verbs.CmEventType;
 import io.netty.contrib.channel.rdma.internal.verbs.CmId;
-import io.netty.contrib.channel.rdma.internal.verbs.ConnParam;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvEventType;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvWcStatus;
 import io.netty.contrib.channel.rdma.internal.verbs.WorkCompletions;
@@ -82,6 +81,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
     private SocketAddress requestedRemoteAddress;
     private volatile InetSocketAddress local;
     private volatile InetSocketAddress remote;
+    private volatile RdmaConnectionSettings connectionSettings;
     private boolean readScheduled;
     /** The TCP path, when this channel fell back to TCP or was accepted from a TCP client; see {@link #isTcp()}. */
     private volatile TcpPath tcp;
@@ -150,6 +150,14 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
      */
     public RdmaChannelMetric metric() {
         return metric;
+    }
+
+    /**
+     * The path and transport settings the connection's queue pair runs with, as the device reports them once the
+     * connection is established; {@code null} before.
+     */
+    public RdmaConnectionSettings connectionSettings() {
+        return connectionSettings;
     }
 
     @Override
@@ -306,7 +314,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
         path.register(eventLoop()).addListener((ChannelFutureListener) f -> {
             if (f.isSuccess()) {
                 state = State.ACTIVE;
-                RdmaEvents.accepted(local, remote, true);
+                RdmaEvents.accepted(local, remote, null, true);
                 promise.setSuccess();
             } else {
                 promise.setFailure(f.cause());
@@ -356,7 +364,9 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             RdmaEvents.rejected(local, remote, e.toString());
             throw e;
         }
-        cmId.accept(ConnParam.of(connectParameters()));
+        FabricOptions.beforeAccept(cmId, config);
+        cmId.accept(FabricOptions.connParam(connectParameters(), config));
+        FabricOptions.atRts(connection.qp, config);
     }
 
     private byte[] connectParameters() {
@@ -531,7 +541,10 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
         }
         try {
             switch (type) {
-                case CmEventType.ADDR_RESOLVED -> cmId.resolveRoute(config.getResolveTimeoutMillis());
+                case CmEventType.ADDR_RESOLVED -> {
+                    FabricOptions.checkDevice(cmId, config);
+                    cmId.resolveRoute(config.getResolveTimeoutMillis());
+                }
                 case CmEventType.ROUTE_RESOLVED -> connectQueuePair();
                 case CmEventType.ESTABLISHED -> established(event);
                 case CmEventType.REJECTED -> failRdmaConnect(rejected(event),
@@ -566,7 +579,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
     private void connectQueuePair() {
         connection = new RdmaConnection(registration, eventLoop(), cmId, RdmaDevices.of(cmId.verbs()), config);
         counters = connection.counters;
-        cmId.connect(ConnParam.of(connectParameters()));
+        cmId.connect(FabricOptions.connParam(connectParameters(), config));
     }
 
     private void established(CmEvent event) {
@@ -576,6 +589,14 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
         }
         if (acceptedPeer == null) {
             state = State.ESTABLISHED;
+            FabricOptions.atRts(connection.qp, config);
+            connectionSettings = FabricOptions.established(cmId, connection.qp);
+            try {
+                FabricOptions.checkGidType(cmId, connectionSettings, config);
+            } catch (ConnectException e) {
+                failConnect(e);
+                return;
+            }
             ConnectParameters peer;
             try {
                 peer = ConnectParameters.parse(event.privateData());
@@ -587,7 +608,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             connection.start(peer);
             local = cmId.localAddress();
             remote = cmId.remoteAddress();
-            RdmaEvents.connected(local, remote, false, null);
+            RdmaEvents.connected(local, remote, connectionSettings, false, null);
             fulfillConnect();
             // The server may have sent before this event came: deliver what waits, answer what it asked for
             // (a ring, credits).
@@ -596,8 +617,10 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
                 connection.flushReceives();
             }
         } else {
+            // read while still ACCEPTING: a failure drops the connection like any other before ESTABLISHED
+            connectionSettings = FabricOptions.established(cmId, connection.qp);
             state = State.ACTIVE;
-            RdmaEvents.accepted(local, remote, false);
+            RdmaEvents.accepted(local, remote, connectionSettings, false);
             ((RdmaServerChannel) parent()).handshakeDone();
             if (connectTimeoutFuture != null) {
                 connectTimeoutFuture.cancel(false);
@@ -688,7 +711,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             if (f.isSuccess()) {
                 local = tcp.localAddress();
                 remote = tcp.remoteAddress();
-                RdmaEvents.connected(local, remote, true, reason);
+                RdmaEvents.connected(local, remote, null, true, reason);
                 fulfillConnect();
             } else {
                 failConnect(new ConnectException("connection to " + requestedRemoteAddress
@@ -1159,9 +1182,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             try {
                 cmId = registration.handler().cmChannel().createId();
                 cmId.attach(this);
-                if (config.getTrafficClass() != 0) {
-                    cmId.setTos(config.getTrafficClass());
-                }
+                FabricOptions.beforeResolve(cmId, config);
                 cmId.resolveAddr(localInet, remoteInet, config.getResolveTimeoutMillis());
             } catch (RuntimeException e) {
                 if (!config.isTcpFallback()) {

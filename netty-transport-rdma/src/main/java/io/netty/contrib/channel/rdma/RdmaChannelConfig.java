@@ -20,6 +20,7 @@ import static io.netty.channel.ChannelOption.SO_REUSEADDR;
 import static io.netty.channel.ChannelOption.SO_SNDBUF;
 import static io.netty.channel.ChannelOption.TCP_NODELAY;
 import static io.netty.util.internal.ObjectUtil.checkInRange;
+import static io.netty.util.internal.ObjectUtil.checkNotNull;
 import static io.netty.util.internal.ObjectUtil.checkPositive;
 import static io.netty.util.internal.ObjectUtil.checkPositiveOrZero;
 
@@ -45,6 +46,14 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
     static final int DEFAULT_WRITE_COALESCE_THRESHOLD = 2048;
     static final int DEFAULT_RESOLVE_TIMEOUT_MILLIS = 2000;
     static final int DEFAULT_ESTABLISH_TIMEOUT_MILLIS = 10_000;
+    /** rdma_cm's own choice. */
+    static final int DEFAULT_ACK_TIMEOUT = -1;
+    static final int DEFAULT_RETRY_COUNT = 7;
+    static final int DEFAULT_RNR_RETRY_COUNT = 7;
+    /** rdma_cm's own choice. */
+    static final int DEFAULT_MIN_RNR_TIMER = -1;
+    /** The GID types {@link RdmaChannelOption#GID_TYPE} takes, as {@code GidEntry.typeName} spells them. */
+    static final java.util.List<String> GID_TYPES = java.util.List.of("IB", "RoCE v1", "RoCE v2");
 
     static final int DEFAULT_TCP_FALLBACK_TIMEOUT_MILLIS = 2000;
     static final int DEFAULT_TCP_FALLBACK_MEMORY_MILLIS = 60_000;
@@ -64,6 +73,12 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
     private volatile int resolveTimeoutMillis = DEFAULT_RESOLVE_TIMEOUT_MILLIS;
     private volatile int establishTimeoutMillis = DEFAULT_ESTABLISH_TIMEOUT_MILLIS;
     private volatile int trafficClass;
+    private volatile int ackTimeout = DEFAULT_ACK_TIMEOUT;
+    private volatile int retryCount = DEFAULT_RETRY_COUNT;
+    private volatile int rnrRetryCount = DEFAULT_RNR_RETRY_COUNT;
+    private volatile int minRnrTimer = DEFAULT_MIN_RNR_TIMER;
+    private volatile String device = "";
+    private volatile String gidType = "";
     private volatile int sendBufferSize = 128 * 1024;
     private volatile int soLinger = -1;
     private volatile boolean keepAlive;
@@ -83,7 +98,9 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
                 RdmaChannelOption.RECEIVE_SLOT_SIZE, RdmaChannelOption.RING_SIZE, RdmaChannelOption.RECEIVE_ZERO_COPY,
                 RdmaChannelOption.ALLOW_PD_WIDE_RKEYS, RdmaChannelOption.SEND_QUEUE_DEPTH,
                 RdmaChannelOption.MAX_INLINE_DATA, RdmaChannelOption.WRITE_COALESCE_THRESHOLD,
-                RdmaChannelOption.RESOLVE_TIMEOUT_MILLIS, RdmaChannelOption.ESTABLISH_TIMEOUT_MILLIS);
+                RdmaChannelOption.RESOLVE_TIMEOUT_MILLIS, RdmaChannelOption.ESTABLISH_TIMEOUT_MILLIS,
+                RdmaChannelOption.ACK_TIMEOUT, RdmaChannelOption.RETRY_COUNT, RdmaChannelOption.RNR_RETRY_COUNT,
+                RdmaChannelOption.MIN_RNR_TIMER, RdmaChannelOption.DEVICE, RdmaChannelOption.GID_TYPE);
     }
 
     @SuppressWarnings("unchecked")
@@ -152,7 +169,50 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
         if (option == RdmaChannelOption.ESTABLISH_TIMEOUT_MILLIS) {
             return (T) Integer.valueOf(getEstablishTimeoutMillis());
         }
-        return super.getOption(option);
+        T fabric = getFabricOption(option);
+        return fabric != null ? fabric : super.getOption(option);
+    }
+
+    @SuppressWarnings("unchecked")
+    private <T> T getFabricOption(ChannelOption<T> option) {
+        if (option == RdmaChannelOption.ACK_TIMEOUT) {
+            return (T) Integer.valueOf(getAckTimeout());
+        }
+        if (option == RdmaChannelOption.RETRY_COUNT) {
+            return (T) Integer.valueOf(getRetryCount());
+        }
+        if (option == RdmaChannelOption.RNR_RETRY_COUNT) {
+            return (T) Integer.valueOf(getRnrRetryCount());
+        }
+        if (option == RdmaChannelOption.MIN_RNR_TIMER) {
+            return (T) Integer.valueOf(getMinRnrTimer());
+        }
+        if (option == RdmaChannelOption.DEVICE) {
+            return (T) getDevice();
+        }
+        if (option == RdmaChannelOption.GID_TYPE) {
+            return (T) getGidType();
+        }
+        return null;
+    }
+
+    private <T> boolean setFabricOption(ChannelOption<T> option, T value) {
+        if (option == RdmaChannelOption.ACK_TIMEOUT) {
+            setAckTimeout((Integer) value);
+        } else if (option == RdmaChannelOption.RETRY_COUNT) {
+            setRetryCount((Integer) value);
+        } else if (option == RdmaChannelOption.RNR_RETRY_COUNT) {
+            setRnrRetryCount((Integer) value);
+        } else if (option == RdmaChannelOption.MIN_RNR_TIMER) {
+            setMinRnrTimer((Integer) value);
+        } else if (option == RdmaChannelOption.DEVICE) {
+            setDevice((String) value);
+        } else if (option == RdmaChannelOption.GID_TYPE) {
+            setGidType((String) value);
+        } else {
+            return false;
+        }
+        return true;
     }
 
     @Override
@@ -206,10 +266,92 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
             setResolveTimeoutMillis((Integer) value);
         } else if (option == RdmaChannelOption.ESTABLISH_TIMEOUT_MILLIS) {
             setEstablishTimeoutMillis((Integer) value);
-        } else {
+        } else if (!setFabricOption(option, value)) {
             return super.setOption(option, value);
         }
         return true;
+    }
+
+    public int getAckTimeout() {
+        return ackTimeout;
+    }
+
+    /** @see RdmaChannelOption#ACK_TIMEOUT */
+    public RdmaChannelConfig setAckTimeout(int ackTimeout) {
+        this.ackTimeout = checkCodeOrDefault(ackTimeout, 31, "ackTimeout",
+                "0-31 (4.096 us * 2^ackTimeout, 0 = infinite)");
+        return this;
+    }
+
+    public int getRetryCount() {
+        return retryCount;
+    }
+
+    /** @see RdmaChannelOption#RETRY_COUNT */
+    public RdmaChannelConfig setRetryCount(int retryCount) {
+        this.retryCount = checkInRange(retryCount, 0, 7, "retryCount");
+        return this;
+    }
+
+    public int getRnrRetryCount() {
+        return rnrRetryCount;
+    }
+
+    /** @see RdmaChannelOption#RNR_RETRY_COUNT */
+    public RdmaChannelConfig setRnrRetryCount(int rnrRetryCount) {
+        this.rnrRetryCount = checkInRange(rnrRetryCount, 0, 7, "rnrRetryCount");
+        return this;
+    }
+
+    public int getMinRnrTimer() {
+        return minRnrTimer;
+    }
+
+    /** @see RdmaChannelOption#MIN_RNR_TIMER */
+    public RdmaChannelConfig setMinRnrTimer(int minRnrTimer) {
+        this.minRnrTimer = checkCodeOrDefault(minRnrTimer, 31, "minRnrTimer",
+                "0-31 (the IBA RNR timer code: 1 = 0.01 ms ... 31 = 491.52 ms, 0 = 655.36 ms)");
+        return this;
+    }
+
+    public String getDevice() {
+        return device;
+    }
+
+    /** @see RdmaChannelOption#DEVICE */
+    public RdmaChannelConfig setDevice(String device) {
+        this.device = checkNotNull(device, "device").trim();
+        return this;
+    }
+
+    public String getGidType() {
+        return gidType;
+    }
+
+    /** @see RdmaChannelOption#GID_TYPE */
+    public RdmaChannelConfig setGidType(String gidType) {
+        checkNotNull(gidType, "gidType");
+        String type = gidType.trim();
+        for (String known : GID_TYPES) {
+            if (known.equalsIgnoreCase(type)) {
+                this.gidType = known;
+                return this;
+            }
+        }
+        if (!type.isEmpty()) {
+            throw new IllegalArgumentException("gidType: \"" + gidType + "\" (expected: one of " + GID_TYPES
+                    + ", or empty for rdma_cm's choice)");
+        }
+        this.gidType = "";
+        return this;
+    }
+
+    private static int checkCodeOrDefault(int value, int max, String name, String meaning) {
+        if (value < -1 || value > max) {
+            throw new IllegalArgumentException(name + ": " + value + " (expected: " + meaning
+                    + ", or -1 for rdma_cm's default)");
+        }
+        return value;
     }
 
     public int getReceiveCredits() {
@@ -419,7 +561,14 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
         return trafficClass;
     }
 
-    /** The type of service rdma_cm gives the connection (set before connect). */
+    /**
+     * The traffic class of a client's connection ({@code IP_TOS}, 0-255, default 0), given to rdma_cm with
+     * {@code RDMA_OPTION_ID_TOS} before the route is resolved: on RoCE v2 the IP header's TOS byte (DSCP in the
+     * upper six bits: DSCP 26 is 104), the GRH traffic class on RoCE v1, and the class rdma_cm's path query asks
+     * the subnet manager for on InfiniBand, whose answer sets the service level. The connect request carries
+     * the client's path, so an accepted connection has the client's traffic class and a server's childOption has
+     * no effect. What the queue pair got: {@link RdmaChannel#connectionSettings()}.
+     */
     @Override
     public RdmaChannelConfig setTrafficClass(int trafficClass) {
         this.trafficClass = checkInRange(trafficClass, 0, 255, "trafficClass");

@@ -140,6 +140,68 @@ public final class RdmaChannelOption<T> extends ChannelOption<T> {
      * Netty's epoll channels (netty-transport-native-epoll) on the class path. Off by default.
      */
     public static final ChannelOption<Boolean> TCP_LISTEN = valueOf(RdmaChannelOption.class, "TCP_LISTEN");
+    // ---------------------------------------------------------------- the fabric: path and transport settings
+    // Applied through rdma_cm as rdma-core's tools do (rdma_set_option before the route is resolved or the request
+    // accepted, rdma_conn_param on connect/accept); what the device then uses is what
+    // RdmaChannel.connectionSettings() reads back with ibv_query_qp. On a server, set them with childOption.
+
+    /**
+     * The ACK timeout of the connection's queue pair ({@code RDMA_OPTION_ID_ACK_TIMEOUT}, the QP's
+     * {@code timeout}): a request not acknowledged within 4.096 us &times; 2<sup>value</sup> is sent again, up to
+     * {@link #RETRY_COUNT} times, after which the QP fails and the channel closes. 0-31 (0: wait forever), or -1,
+     * the default, for rdma_cm's own choice (Linux derives it from the path's packet lifetime). Local: each side's
+     * value governs its own requests, so a server's childOption applies to what it sends.
+     */
+    public static final ChannelOption<Integer> ACK_TIMEOUT = valueOf(RdmaChannelOption.class, "ACK_TIMEOUT");
+
+    /**
+     * Transport retries after an ACK timeout ({@code rdma_conn_param.retry_count}, the QP's {@code retry_cnt}),
+     * 0-7. Default 7. Together with {@link #ACK_TIMEOUT} it bounds how long a dead peer or broken path takes to be
+     * noticed: about (value + 1) &times; the timeout. Negotiated: the connect request carries the client's value
+     * and rdma_cm gives it to both queue pairs, so a server's childOption has no effect.
+     */
+    public static final ChannelOption<Integer> RETRY_COUNT = valueOf(RdmaChannelOption.class, "RETRY_COUNT");
+
+    /**
+     * Retries after a receiver-not-ready NAK ({@code rdma_conn_param.rnr_retry_count}, the QP's
+     * {@code rnr_retry}), 0-7, 7 retrying forever. Default 7. The transport's credits keep a peer from sending
+     * into an empty receive queue, so an RNR NAK means a peer outside the protocol. Set by the side that sends the
+     * NAKs: each side's value travels to its peer (in the connect request or in the accept) and is how many times
+     * the peer's queue pair retries, so a client's value applies to the server's sends and a server's childOption
+     * to the client's.
+     */
+    public static final ChannelOption<Integer> RNR_RETRY_COUNT = valueOf(RdmaChannelOption.class,
+            "RNR_RETRY_COUNT");
+
+    /**
+     * The minimum RNR NAK timer (the QP's {@code min_rnr_timer}): how long this side, as responder, tells a peer
+     * that found no receive posted to wait before trying again, as the IBA code 0-31 (1 = 0.01 ms ... 31 =
+     * 491.52 ms, 0 = 655.36 ms; {@code man ibv_modify_qp}). -1, the default, keeps rdma_cm's value (Linux: 0).
+     * rdma_cm has no option for it and sets the QP to RTR itself, so the transport changes it RTS to RTS (an
+     * optional attribute of that transition) as soon as rdma_cm has moved the queue pair there: right after
+     * {@code rdma_accept} on a server, at ESTABLISHED on a client. The responder's: each side's value applies to
+     * the NAKs it sends.
+     */
+    public static final ChannelOption<Integer> MIN_RNR_TIMER = valueOf(RdmaChannelOption.class, "MIN_RNR_TIMER");
+
+    /**
+     * The RDMA device a client's connection must use, by its verbs name ({@code rxe0}, {@code mlx5_0}); empty,
+     * the default, takes the device rdma_cm picks by route (the one holding the source address). rdma_cm alone
+     * chooses by address, so this pins by checking: a connection whose route resolves to another device fails at
+     * once with both names and the remedy (bind the channel to an address of the wanted device). A server uses
+     * the device of the address it is bound to.
+     */
+    public static final ChannelOption<String> DEVICE = valueOf(RdmaChannelOption.class, "DEVICE");
+
+    /**
+     * The GID type a client's connection must use: {@code "IB"}, {@code "RoCE v1"} or {@code "RoCE v2"}; empty,
+     * the default, takes the one rdma_cm picks (on RoCE the port's {@code default_roce_mode}, normally v2; an
+     * IPv4 address gives the IPv4-mapped GID, an IPv6 address the IPv6 one). rdma_cm offers no per-connection
+     * choice, so this pins by checking: a connection whose queue pair got a source GID of another type fails
+     * before it becomes active, naming the type found and the remedy
+     * ({@code /sys/kernel/config/rdma_cm/<device>/ports/<port>/default_roce_mode}).
+     */
+    public static final ChannelOption<String> GID_TYPE = valueOf(RdmaChannelOption.class, "GID_TYPE");
 
     @SuppressWarnings({"unused", "deprecation"})
     private RdmaChannelOption() {

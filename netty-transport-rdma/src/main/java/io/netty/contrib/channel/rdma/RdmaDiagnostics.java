@@ -72,6 +72,7 @@ final class RdmaDiagnostics {
         section("Memory", this::memory);
         if (loaded) {
             section("rdma_cm", () -> rdmaCm(address));
+            section("Connection", () -> connection(address));
         }
         line("");
         if (problems.isEmpty()) {
@@ -387,6 +388,51 @@ final class RdmaDiagnostics {
         } catch (RuntimeException e) {
             line("  rdma_cm: " + e.getMessage());
         }
+    }
+
+    /**
+     * A connection from {@code address} to itself ({@link ConnectionProbe}) and the settings both queue pairs
+     * report: the device, port and GID rdma_cm chose, the traffic class, path MTU, ACK timeout and counts.
+     */
+    private void connection(String address) {
+        if (address == null || address.isBlank()) {
+            line("  (no address given: `diagnose <address>` connects to itself there and shows what the queue pairs"
+                    + " get)");
+            return;
+        }
+        ConnectionProbe.Settings asked;
+        InetAddress target;
+        try {
+            asked = ConnectionProbe.Settings.fromSystemProperties();
+            target = InetAddress.getByName(address.trim());
+        } catch (IOException | IllegalArgumentException e) {
+            line("  " + e.getMessage());
+            return;
+        }
+        line("  asked: traffic class " + asked.trafficClass() + ", ACK timeout " + code(asked.ackTimeout())
+                + ", retry count " + asked.retryCount() + ", RNR retry count " + asked.rnrRetryCount()
+                + ", min RNR timer " + code(asked.minRnrTimer())
+                + " (-Dio.netty.contrib.rdma.diagnose.trafficClass, .ackTimeout, .retryCount, .rnrRetryCount,"
+                + " .minRnrTimer)");
+        ConnectionProbe.Result r;
+        try {
+            r = ConnectionProbe.connect(target, asked);
+        } catch (RuntimeException e) {
+            line("  connection to itself on " + target.getHostAddress() + " failed: " + e.getMessage());
+            problem("rdma_cm cannot connect " + target.getHostAddress() + " to itself (" + e.getMessage() + ")",
+                    "see the rdma_cm section; on kernel rdma_cm use an address of an RDMA netdev, not loopback");
+            return;
+        }
+        line("  client: " + r.client());
+        line("  server: " + r.server());
+        if (r.client().trafficClass() == 0 && !NativeLibraries.isSoftwareDevice()) {
+            line("  traffic class 0: RDMA shares the default (lossy) class; on a lossless RoCE fabric set IP_TOS to"
+                    + " its DSCP << 2 (e.g. 104 for DSCP 26)");
+        }
+    }
+
+    private static String code(int value) {
+        return value < 0 ? "rdma_cm's" : String.valueOf(value);
     }
 
     private static String boundDevice(CmId id) {

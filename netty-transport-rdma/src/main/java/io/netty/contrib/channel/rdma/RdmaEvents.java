@@ -19,20 +19,27 @@ final class RdmaEvents {
     private RdmaEvents() {
     }
 
-    /** A client connected: over TCP ({@code tcp}) because of {@code fallbackReason}, or over RDMA. */
-    static void connected(InetSocketAddress local, InetSocketAddress remote, boolean tcp, String fallbackReason) {
+    /**
+     * A client connected: over RDMA with {@code settings} (read back from its queue pair), or over TCP
+     * ({@code tcp}, settings null) because of {@code fallbackReason}.
+     */
+    static void connected(InetSocketAddress local, InetSocketAddress remote, RdmaConnectionSettings settings,
+                          boolean tcp, String fallbackReason) {
         ConnectEvent e = new ConnectEvent();
         if (e.isEnabled()) {
+            e.settings(settings);
             e.transport = tcp ? "TCP" : "RDMA";
             e.fallbackReason = fallbackReason;
             e.commitWith(local, remote);
         }
     }
 
-    /** A server accepted a connection: from a TCP client of a dual-stack server ({@code tcp}), or over RDMA. */
-    static void accepted(InetSocketAddress local, InetSocketAddress remote, boolean tcp) {
+    /** A server accepted a connection: over RDMA with {@code settings}, or from a TCP client ({@code tcp}). */
+    static void accepted(InetSocketAddress local, InetSocketAddress remote, RdmaConnectionSettings settings,
+                         boolean tcp) {
         AcceptEvent e = new AcceptEvent();
         if (e.isEnabled()) {
+            e.settings(settings);
             e.transport = tcp ? "TCP" : "RDMA";
             e.commitWith(local, remote);
         }
@@ -92,13 +99,62 @@ final class RdmaEvents {
         }
     }
 
+    /** An established connection: its queue pair's settings as the device reports them. */
+    abstract static class EstablishedEvent extends ConnectionEvent {
+        @Label("Transport")
+        @Description("RDMA; or TCP: a client that fell back (TCP_FALLBACK), a TCP client of a dual-stack server"
+                + " (TCP_LISTEN), without queue pair settings")
+        String transport;
+        @Label("Device")
+        String device;
+        @Label("Port")
+        int port;
+        @Label("GID Index")
+        int gidIndex;
+        @Label("GID Type")
+        String gidType;
+        @Label("Traffic Class")
+        @Description("The GRH traffic class; on RoCE v2 the IP TOS byte (DSCP << 2 | ECN)")
+        int trafficClass;
+        @Label("Service Level")
+        int serviceLevel;
+        @Label("Path MTU")
+        @DataAmount
+        int pathMtu;
+        @Label("ACK Timeout")
+        @Description("Local ACK timeout code: 4.096 us * 2^code, 0 = infinite")
+        int ackTimeout;
+        @Label("Retry Count")
+        int retryCount;
+        @Label("RNR Retry Count")
+        @Description("7 = infinite")
+        int rnrRetryCount;
+        @Label("Min RNR Timer")
+        @Description("The RNR NAK timer code this side sends as responder")
+        int minRnrTimer;
+
+        final void settings(RdmaConnectionSettings s) {
+            if (s == null) {
+                return;
+            }
+            device = s.device();
+            port = s.port();
+            gidIndex = s.gidIndex();
+            gidType = s.gidType();
+            trafficClass = s.trafficClass();
+            serviceLevel = s.serviceLevel();
+            pathMtu = s.pathMtu();
+            ackTimeout = s.ackTimeout();
+            retryCount = s.retryCount();
+            rnrRetryCount = s.rnrRetryCount();
+            minRnrTimer = s.minRnrTimer();
+        }
+    }
+
     @Name("io.netty.contrib.rdma.Connect")
     @Label("RDMA Connect")
     @Description("A client connection was established")
-    static final class ConnectEvent extends ConnectionEvent {
-        @Label("Transport")
-        @Description("RDMA, or TCP when the client fell back (TCP_FALLBACK)")
-        String transport;
+    static final class ConnectEvent extends EstablishedEvent {
         @Label("Fallback Reason")
         @Description("Why the client connected over TCP instead of RDMA")
         String fallbackReason;
@@ -107,10 +163,7 @@ final class RdmaEvents {
     @Name("io.netty.contrib.rdma.Accept")
     @Label("RDMA Accept")
     @Description("A server accepted a connection and it was established")
-    static final class AcceptEvent extends ConnectionEvent {
-        @Label("Transport")
-        @Description("RDMA, or TCP for a TCP client of a dual-stack server (TCP_LISTEN)")
-        String transport;
+    static final class AcceptEvent extends EstablishedEvent {
     }
 
     @Name("io.netty.contrib.rdma.Reject")

@@ -27,6 +27,52 @@ class RdmaChannelOptionTest {
         assertThat(config.getOption(RdmaChannelOption.RESOLVE_TIMEOUT_MILLIS)).isEqualTo(2000);
         assertThat(config.getAllocator()).isInstanceOf(RdmaByteBufAllocator.class);
         assertThat(config.isTcpNoDelay()).isTrue();
+        assertThat(config.getOption(RdmaChannelOption.ACK_TIMEOUT)).isEqualTo(-1);
+        assertThat(config.getOption(RdmaChannelOption.RETRY_COUNT)).isEqualTo(7);
+        assertThat(config.getOption(RdmaChannelOption.RNR_RETRY_COUNT)).isEqualTo(7);
+        assertThat(config.getOption(RdmaChannelOption.MIN_RNR_TIMER)).isEqualTo(-1);
+        assertThat(config.getOption(RdmaChannelOption.DEVICE)).isEmpty();
+        assertThat(config.getOption(RdmaChannelOption.GID_TYPE)).isEmpty();
+        assertThat(config.getOption(ChannelOption.IP_TOS)).isZero();
+    }
+
+    @Test
+    void fabricOptionsRoundTripAtTheEndsOfTheirRanges() {
+        for (int v : new int[] {-1, 0, 31}) {
+            assertThat(config.setOption(RdmaChannelOption.ACK_TIMEOUT, v)).isTrue();
+            assertThat(config.getOption(RdmaChannelOption.ACK_TIMEOUT)).isEqualTo(v);
+            assertThat(config.setOption(RdmaChannelOption.MIN_RNR_TIMER, v)).isTrue();
+            assertThat(config.getOption(RdmaChannelOption.MIN_RNR_TIMER)).isEqualTo(v);
+        }
+        for (int v : new int[] {0, 7}) {
+            assertThat(config.setOption(RdmaChannelOption.RETRY_COUNT, v)).isTrue();
+            assertThat(config.getRetryCount()).isEqualTo(v);
+            assertThat(config.setOption(RdmaChannelOption.RNR_RETRY_COUNT, v)).isTrue();
+            assertThat(config.getRnrRetryCount()).isEqualTo(v);
+        }
+        assertThat(config.setOption(ChannelOption.IP_TOS, 255)).isTrue();
+        assertThat(config.getTrafficClass()).isEqualTo(255);
+        assertThat(config.setOption(RdmaChannelOption.DEVICE, " mlx5_0 ")).isTrue();
+        assertThat(config.getDevice()).isEqualTo("mlx5_0");
+        assertThat(config.setOption(RdmaChannelOption.GID_TYPE, "roce V2")).isTrue();
+        assertThat(config.getGidType()).as("normalised").isEqualTo("RoCE v2");
+        assertThat(config.setOption(RdmaChannelOption.GID_TYPE, "")).isTrue();
+        assertThat(config.getGidType()).isEmpty();
+    }
+
+    @Test
+    void badFabricValuesNameTheirRange() {
+        assertBad(RdmaChannelOption.ACK_TIMEOUT, 32, "0-31 (4.096 us * 2^ackTimeout, 0 = infinite)");
+        assertBad(RdmaChannelOption.ACK_TIMEOUT, -2, "or -1 for rdma_cm's default");
+        assertBad(RdmaChannelOption.MIN_RNR_TIMER, 32, "minRnrTimer");
+        assertBad(RdmaChannelOption.MIN_RNR_TIMER, -5, "the IBA RNR timer code");
+        assertBad(RdmaChannelOption.RETRY_COUNT, 8, "retryCount");
+        assertBad(RdmaChannelOption.RETRY_COUNT, -1, "0-7");
+        assertBad(RdmaChannelOption.RNR_RETRY_COUNT, 8, "rnrRetryCount");
+        assertBad(ChannelOption.IP_TOS, -1, "trafficClass");
+        assertBad(RdmaChannelOption.GID_TYPE, "RoCE v3", "[IB, RoCE v1, RoCE v2]");
+        assertThatThrownBy(() -> config.setDevice(null))
+                .isInstanceOf(NullPointerException.class).hasMessageContaining("device");
     }
 
     @Test

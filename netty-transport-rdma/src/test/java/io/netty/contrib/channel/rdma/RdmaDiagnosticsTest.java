@@ -36,6 +36,36 @@ class RdmaDiagnosticsTest {
         }
         assertThat(report).containsPattern("port 1: ACTIVE, link layer (Ethernet \\(RoCE\\)|InfiniBand), MTU active")
                 .containsPattern("GID\\[\\d+] [0-9a-f:]{39}  (RoCE v2|RoCE v1|IB)");
+        // the connection section: a connection to itself, both queue pairs read back with the defaults
+        assertThat(report).contains("Connection", "asked: traffic class 0, ACK timeout rdma_cm's, retry count 7")
+                .containsPattern("client: \\S+ port 1, GID\\[\\d+] [0-9a-f:]{39} (RoCE v2|RoCE v1|IB), traffic class"
+                        + " 0 \\(DSCP 0\\), SL \\d+, path MTU \\d+, ACK timeout \\d+ .*retry count 7,"
+                        + " RNR retry count 7")
+                .contains("  server: ");
+    }
+
+    @Test
+    void theConnectionSectionShowsWhatTheQueuePairsGotForTheAskedSettings() {
+        SoftwareRdma.use();
+        String[] keys = {"trafficClass", "ackTimeout", "retryCount", "rnrRetryCount", "minRnrTimer"};
+        String[] values = {"104", "17", "3", "5", "9"};
+        for (int i = 0; i < keys.length; i++) {
+            System.setProperty("io.netty.contrib.rdma.diagnose." + keys[i], values[i]);
+        }
+        try {
+            String report = Rdma.diagnose(TestAddress.host());
+            assertThat(report).contains("asked: traffic class 104, ACK timeout 17, retry count 3, RNR retry count 5,"
+                    + " min RNR timer 9");
+            // as on a channel: the client's traffic class and retry count on both, each RNR retry count on the peer
+            for (String end : new String[] {"client: ", "server: "}) {
+                assertThat(report).containsPattern(end + ".*traffic class 104 \\(DSCP 26\\).*ACK timeout 17 .*retry"
+                        + " count 3, RNR retry count 5, min RNR timer 9 \\(0.24 ms\\)");
+            }
+        } finally {
+            for (String key : keys) {
+                System.clearProperty("io.netty.contrib.rdma.diagnose." + key);
+            }
+        }
     }
 
     @Test

@@ -81,6 +81,49 @@ public final class QueuePair extends NativeObject {
         }
     }
 
+    /** The path and transport settings the device reports ({@code ibv_query_qp}). */
+    public QpAttributes queryAttributes() {
+        checkOpen();
+        int mask = IbvQpAttrMask.STATE | IbvQpAttrMask.PORT | IbvQpAttrMask.AV | IbvQpAttrMask.PATH_MTU
+                | IbvQpAttrMask.TIMEOUT | IbvQpAttrMask.RETRY_CNT | IbvQpAttrMask.RNR_RETRY
+                | IbvQpAttrMask.MIN_RNR_TIMER | IbvQpAttrMask.DEST_QPN;
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment attr = arena.allocate(IbvQpAttr.LAYOUT);
+            MemorySegment init = arena.allocate(IbvQpInitAttr.LAYOUT);
+            LibIbverbs.check("ibv_query_qp", (int) LibIbverbs.IBV_QUERY_QP.invokeExact(Errno.state(), pointer, attr,
+                    mask, init));
+            // ah_attr.port_num is what the address vector names; the QP's own port_num is the one it was bound to
+            int port = Byte.toUnsignedInt((byte) IbvQpAttr.PORT_NUM.get(attr, 0L));
+            if (port == 0) {
+                port = Byte.toUnsignedInt((byte) IbvQpAttr.AH_ATTR_PORT_NUM.get(attr, 0L));
+            }
+            return new QpAttributes((int) IbvQpAttr.QP_STATE.get(attr, 0L), port,
+                    (int) IbvQpAttr.PATH_MTU.get(attr, 0L),
+                    Byte.toUnsignedInt((byte) IbvQpAttr.AH_ATTR_GRH_SGID_INDEX.get(attr, 0L)),
+                    Byte.toUnsignedInt((byte) IbvQpAttr.AH_ATTR_GRH_TRAFFIC_CLASS.get(attr, 0L)),
+                    Byte.toUnsignedInt((byte) IbvQpAttr.AH_ATTR_SL.get(attr, 0L)),
+                    Byte.toUnsignedInt((byte) IbvQpAttr.TIMEOUT.get(attr, 0L)),
+                    Byte.toUnsignedInt((byte) IbvQpAttr.RETRY_CNT.get(attr, 0L)),
+                    Byte.toUnsignedInt((byte) IbvQpAttr.RNR_RETRY.get(attr, 0L)),
+                    Byte.toUnsignedInt((byte) IbvQpAttr.MIN_RNR_TIMER.get(attr, 0L)),
+                    (int) IbvQpAttr.DEST_QP_NUM.get(attr, 0L));
+        } catch (Throwable t) {
+            throw LibIbverbs.rethrow(t);
+        }
+    }
+
+    /**
+     * RTS to RTS with a new minimum RNR NAK timer (IBA 11.2.4.2 and {@code man ibv_modify_qp}: an optional
+     * attribute of that transition), the only one of the responder's settings a connected QP may still change.
+     */
+    public void modifyMinRnrTimer(int minRnrTimer) {
+        if (minRnrTimer < 0 || minRnrTimer > 31) {
+            throw new IllegalArgumentException("minRnrTimer: " + minRnrTimer + " (expected: 0-31)");
+        }
+        modify("RTS (min_rnr_timer)", IbvQpState.RTS, IbvQpAttrMask.MIN_RNR_TIMER,
+                attr -> IbvQpAttr.MIN_RNR_TIMER.set(attr, 0L, (byte) minRnrTimer));
+    }
+
     /** RESET to INIT on {@code portNum} with the remote {@link IbvAccessFlags} {@code accessFlags}. */
     public void modifyToInit(int portNum, int accessFlags) {
         modify("INIT", IbvQpState.INIT, IbvQpAttrMask.PKEY_INDEX | IbvQpAttrMask.PORT | IbvQpAttrMask.ACCESS_FLAGS,

@@ -42,7 +42,7 @@ import java.util.zip.CRC32;
  * <pre>
  * java --enable-native-access=ALL-UNNAMED -cp ... EchoClient [--address 127.0.0.1] [--port 7474] [--size 64]
  *      [--count 10000] [--warmup 0] [--concurrency 1] [--busy-poll] [--stats] [--transport rdma|epoll|nio]
- *      [--connect-timeout 30]
+ *      [--connect-timeout 30] [--tos 0]
  * </pre>
  */
 public final class EchoClient {
@@ -75,6 +75,9 @@ public final class EchoClient {
                         });
                 if (options.tcpFallback) {
                     b.option(RdmaChannelOption.TCP_FALLBACK, true);
+                }
+                if (options.tos != 0) {
+                    b.option(ChannelOption.IP_TOS, options.tos);
                 }
                 long t = System.nanoTime();
                 channels.add(b.connect(options.address, options.port).sync().channel());

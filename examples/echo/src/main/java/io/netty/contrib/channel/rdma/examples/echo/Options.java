@@ -40,6 +40,8 @@ final class Options {
     boolean tcpFallback;
     /** Servers: also answer TCP clients on the port (RdmaChannelOption.TCP_LISTEN). */
     boolean tcpListen;
+    /** The client's IP_TOS: over RDMA the connection's traffic class (on RoCE v2 the IP header's TOS byte). */
+    int tos;
 
     static Options parse(String[] args) {
         Options o = new Options();
@@ -60,6 +62,7 @@ final class Options {
                 case "--spin-nanos" -> o.spinNanos = intValue(args, ++i, arg, 0);
                 case "--tcp-fallback" -> o.tcpFallback = true;
                 case "--tcp-listen" -> o.tcpListen = true;
+                case "--tos" -> o.tos = intValue(args, ++i, arg, 0);
                 case "--help", "-h" -> usage(null);
                 default -> usage("unknown option " + arg);
             }
@@ -142,7 +145,7 @@ final class Options {
                 + " --tcp-fallback (clients: TCP where RDMA cannot reach the server) --tcp-listen (servers: TCP"
                 + " clients too, on the same port)"
                 + " --connect-timeout SECONDS (30, Netty's default: each connection's whole set-up; rdma_cm's address"
-                + " resolution in it has its own 2 s)");
+                + " resolution in it has its own 2 s) --tos TOS (0: IP_TOS, over RDMA the traffic class, DSCP << 2)");
         System.exit(error == null ? 0 : 2);
     }
 }

@@ -22,6 +22,8 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -53,6 +55,8 @@ class RxeDockerEchoTest {
      * servers serve all three clients, one after the other.
      */
     private static final int CONTAINER_SECONDS = 3600;
+    /** rxe-vm's AF_PACKET capture of RoCE v2 packets by TOS (the image has no tcpdump; python3 is the host's). */
+    private static final Path ROCE_CAPTURE = Path.of("../rxe-vm/roce-capture.py").toAbsolutePath().normalize();
 
     private static Network network;
     private static GenericContainer<?> server;
@@ -124,6 +128,7 @@ class RxeDockerEchoTest {
         // logged with its exit status.
         String servers = "timeout " + CONTAINER_SECONDS + " " + String.join(" ", quoted(java));
         server = container(image, javaHome, entries)
+                .withFileSystemBind(ROCE_CAPTURE.toString(), ROCE_CAPTURE.toString(), BindMode.READ_ONLY)
                 .withCommand("sh", "-c", "/opt/rxe/rxe-up && { { " + servers
                         + " io.netty.contrib.channel.rdma.examples.echo.EchoServer --address 0.0.0.0 --tcp-listen --port "
                         + ECHO_PORT + "; echo \"EchoServer exited with status $?\"; } & { " + servers
@@ -196,6 +201,32 @@ class RxeDockerEchoTest {
                 "--sizes", "64,16384,262144");
         assertTrue(out.contains("Echo (unary): "), out);
         assertTrue(out.contains("all verified"), out);
+    }
+
+    /**
+     * A connection with traffic class 104 ({@code IP_TOS}, DSCP 26) carries it in the IP header of its RoCE v2
+     * packets: counted by TOS on the server container's netdevs while the echo client runs. Both directions: the
+     * server's queue pair takes the client's traffic class (the connect request carries the client's path).
+     */
+    @Test
+    void trafficClassIsTheDscpOfTheRoceV2Packets() throws Exception {
+        ExecResult started = server.execInContainer("sh", "-c", "setsid python3 " + ROCE_CAPTURE
+                + " --seconds 240 >/tmp/roce-capture.txt 2>&1 </dev/null & echo $! >/tmp/roce-capture.pid;"
+                + " for i in $(seq 100); do grep -q capturing /tmp/roce-capture.txt && exit 0; sleep 0.2; done;"
+                + " cat /tmp/roce-capture.txt; exit 1");
+        assertEquals(0, started.getExitCode(), () -> "the capture did not start: " + started.getStdout()
+                + started.getStderr());
+        String out = runClient("io.netty.contrib.channel.rdma.examples.echo.EchoClient", "--size", "64",
+                "--count", "200", "--tos", "104");
+        assertTrue(out.contains("200 echoes of 64 B over 1 connection(s): all verified (CRC32)"), out);
+        ExecResult captured = server.execInContainer("sh", "-c", "pid=$(cat /tmp/roce-capture.pid); kill -TERM $pid;"
+                + " while kill -0 $pid 2>/dev/null; do sleep 0.2; done; cat /tmp/roce-capture.txt");
+        String capture = captured.getStdout();
+        System.out.print("RoCE v2 packets in the server container, by TOS:\n" + capture);
+        Matcher m = Pattern.compile("tos 104 dscp 26 ecn 0: (\\d+) packets on eth0").matcher(capture);
+        assertTrue(m.find(), capture);
+        // 200 echoes: a request and an acknowledged response each way, at the least
+        assertTrue(Integer.parseInt(m.group(1)) >= 400, capture);
     }
 
     /** Runs a client in the client container against the server container; returns what it printed. */
