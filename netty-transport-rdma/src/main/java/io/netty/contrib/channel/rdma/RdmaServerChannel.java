@@ -95,53 +95,58 @@ public final class RdmaServerChannel extends AbstractRdmaChannel implements Serv
     @Override
     protected void doBind(SocketAddress localAddress) throws Exception {
         InetSocketAddress address = (InetSocketAddress) localAddress;
-        boolean tcp = config.isTcpListen();
-        if (tcp) {
-            String unavailable = TcpFallback.tcpUnavailability();
-            if (unavailable != null) {
-                throw new IllegalStateException("TCP_LISTEN: cannot listen on TCP: " + unavailable);
+        boolean rdma = registration.handler().cmChannel() != null;
+        if (!config.isTcpListen()) {
+            if (!rdma) {
+                throw new IllegalStateException("cannot listen for RDMA on " + address + ": no RDMA on this host ("
+                        + registration.handler().withoutRdmaCause() + "); TCP_LISTEN would serve TCP clients");
             }
+            cmId = listenRdma(address);
+            return;
         }
-        CmId id = null;
-        if (registration.handler().cmChannel() != null) {
-            id = registration.handler().cmChannel().createId();
-            id.attach(unsafe());
-            try {
-                id.bind(address);
-                id.listen(config.getBacklog());
-                local = id.localAddress();
-            } catch (RuntimeException e) {
-                id.close();
-                throw e;
-            }
-        } else if (!tcp) {
-            throw new IllegalStateException("cannot listen for RDMA on " + address + ": no RDMA on this host ("
-                    + registration.handler().withoutRdmaCause() + "); TCP_LISTEN would serve TCP clients");
-        } else {
+        String unavailable = TcpFallback.tcpUnavailability();
+        if (unavailable != null) {
+            throw new IllegalStateException("TCP_LISTEN: cannot listen on TCP: " + unavailable);
+        }
+        if (!rdma) {
             logger.info("{}: no RDMA on this host, listening on TCP only ({})", address,
                     registration.handler().withoutRdmaCause());
         }
-        if (tcp) {
-            // The RDMA port (chosen by rdma_cm for port 0) is the TCP port too.
-            InetSocketAddress tcpAddress = id == null ? address : new InetSocketAddress(address.getAddress(),
-                    local.getPort());
-            TcpListener listener = new TcpListener(this, config.getBacklog());
-            io.netty.channel.ChannelFuture bound = listener.bind(eventLoop(), tcpAddress);
-            if (!bound.isSuccess()) {
+        // TCP first: for port 0 the kernel picks a port free for TCP, and the RDMA port space (its own) takes that
+        // number too; the other way round rdma_cm's choice could be taken in TCP.
+        TcpListener listener = new TcpListener(this, config.getBacklog());
+        io.netty.channel.ChannelFuture bound = listener.bind(eventLoop(), address);
+        if (!bound.isSuccess()) {
+            listener.close();
+            Throwable cause = bound.cause();
+            throw new java.io.IOException("TCP_LISTEN: cannot listen on TCP at " + address + ": "
+                    + (cause == null ? "bind did not complete" : cause.getMessage()), cause);
+        }
+        local = listener.localAddress();
+        if (rdma) {
+            try {
+                cmId = listenRdma(new InetSocketAddress(address.getAddress(), local.getPort()));
+            } catch (RuntimeException e) {
                 listener.close();
-                if (id != null) {
-                    id.close();
-                }
-                Throwable cause = bound.cause();
-                throw new java.io.IOException("TCP_LISTEN: cannot listen on TCP at " + tcpAddress + " beside RDMA: "
-                        + (cause == null ? "bind did not complete" : cause.getMessage()), cause);
-            }
-            tcpListener = listener;
-            if (id == null) {
-                local = listener.localAddress();
+                throw e;
             }
         }
-        cmId = id;
+        tcpListener = listener;
+    }
+
+    /** An rdma_cm id bound to {@code address} and listening; {@link #local} is its address. */
+    private CmId listenRdma(InetSocketAddress address) {
+        CmId id = registration.handler().cmChannel().createId();
+        id.attach(unsafe());
+        try {
+            id.bind(address);
+            id.listen(config.getBacklog());
+            local = id.localAddress();
+        } catch (RuntimeException e) {
+            id.close();
+            throw e;
+        }
+        return id;
     }
 
     @Override
