@@ -135,6 +135,7 @@ java_selectors=(
   --select-class="$rdma.RdmaUnsignaledSendTest"
   --select-class="$rdma.RdmaDiagnosticsTest"
   --select-class="$rdma.RdmaFabricOptionsTest"
+  --select-class="$rdma.RdmaTcpPathTest"
   --select-class="$rdma.testsuite.process.TwoProcessEchoTest"
   --select-class="$rdma.testsuite.RdmaEchoTest"
   --select-class="$rdma.testsuite.RdmaStringEchoTest"

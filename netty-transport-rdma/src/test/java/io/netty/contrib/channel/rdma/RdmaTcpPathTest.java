@@ -288,9 +288,11 @@ class RdmaTcpPathTest {
 
     @Test
     void aHostWithoutAnRdmaDeviceConnectsAndServesOverTcp() throws Exception {
-        // This machine's system rdma-core finds no device (the software device is not the system's).
+        // The system's rdma-core: on a machine without RDMA (ours; the software device is not the system's) it finds
+        // no device. Where it finds one (kernel rxe in the guest), there is no host without a device to try.
         Map<String, String> probe = probeWithoutRdma(null);
-        assertThat(probe.get("available")).isEqualTo("false");
+        org.junit.jupiter.api.Assumptions.assumeTrue("false".equals(probe.get("available")),
+                "the system's rdma-core finds an RDMA device on this machine");
         assertWithoutRdma(probe, "no RDMA device");
     }
 
