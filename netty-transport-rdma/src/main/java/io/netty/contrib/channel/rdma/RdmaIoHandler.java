@@ -177,6 +177,7 @@ public final class RdmaIoHandler implements IoHandler {
     public static IoHandlerFactory newFactory(RdmaIoHandlerConfig config) {
         Rdma.ensureAvailability();
         RdmaIoHandlerConfig copy = ObjectUtil.checkNotNull(config, "config").copy();
+        RdmaDevices.prefer(copy.hugePages());
         return new IoHandlerFactory() {
             @Override
             public IoHandler newHandler(ThreadAwareExecutor executor) {
@@ -192,7 +193,7 @@ public final class RdmaIoHandler implements IoHandler {
 
     @Override
     public void initialize() {
-        RdmaDevices.retain();
+        RdmaDevices.retain(config.hugePages());
         try {
             completions = new WorkCompletions(config.pollBatch());
             sendWrs = new SendWorkRequests(SEND_BATCH, Sender.MAX_GATHER);
