@@ -107,6 +107,7 @@ struct sr_mr {
 	int access;
 	uint64_t iova;                  /* address the peer uses (iova) */
 	atomic_int num_mw;              /* windows bound to it: dereg -> EINVAL (IBA 10.6.7.2.6) */
+	uint64_t pinned_pages;          /* counted against RLIMIT_MEMLOCK (sr_mr.c) */
 };
 
 struct sr_qp;

@@ -81,11 +81,23 @@ public final class RdmaMeterBinder implements MeterBinder {
             gauge(registry, "rdma.loop.ring.memory", "bytes of receive rings the loop's connections pin", m,
                     RdmaIoHandlerMetric::ringMemory, t, BaseUnits.BYTES);
         }
+        if (index > 0) {
+            // Process-wide: read through the first loop, tagged without one.
+            RdmaIoHandlerMetric m = RdmaIoHandler.metric(group.iterator().next());
+            gauge(registry, "rdma.memory.pinned", "bytes this process has pinned by registration", m,
+                    RdmaIoHandlerMetric::pinnedMemory, tags, BaseUnits.BYTES);
+            gauge(registry, "rdma.memory.pinned.limit", "RLIMIT_MEMLOCK, NaN when no limit applies", m,
+                    x -> x.pinnedMemoryLimit() < 0 ? Double.NaN : x.pinnedMemoryLimit(), tags, BaseUnits.BYTES);
+        }
         RdmaByteBufAllocator.Metric a = allocator.metric();
         gauge(registry, "rdma.allocator.memory.registered", "bytes registered with the device, free ones too", a,
                 RdmaByteBufAllocator.Metric::registeredMemory, tags, BaseUnits.BYTES);
         gauge(registry, "rdma.allocator.memory.used", "bytes held by live buffers", a,
                 RdmaByteBufAllocator.Metric::usedDirectMemory, tags, BaseUnits.BYTES);
+        gauge(registry, "rdma.allocator.memory.huge", "registered bytes on 2 MiB huge pages", a,
+                RdmaByteBufAllocator.Metric::hugePageMemory, tags, BaseUnits.BYTES);
+        gauge(registry, "rdma.allocator.page.size", "page size behind the chunk registered last", a,
+                RdmaByteBufAllocator.Metric::pageSize, tags, BaseUnits.BYTES);
         gauge(registry, "rdma.allocator.chunks", "registered chunks", a,
                 RdmaByteBufAllocator.Metric::chunkCount, tags, null);
     }

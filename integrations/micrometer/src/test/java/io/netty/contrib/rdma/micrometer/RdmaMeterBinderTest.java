@@ -76,6 +76,21 @@ class RdmaMeterBinderTest {
             assertThat(registry.get("rdma.loop.ring.memory").gauges()).hasSize(2)
                     .allSatisfy(g -> assertThat(g.value()).isZero());
             assertThat(registry.get("rdma.allocator.memory.registered").gauge().value()).isPositive();
+            assertThat(registry.get("rdma.allocator.page.size").gauge().value())
+                    .isEqualTo(RdmaByteBufAllocator.defaultAllocator().metric().pageSize()).isPositive();
+            assertThat(registry.get("rdma.allocator.memory.huge").gauge().value())
+                    .isEqualTo(RdmaByteBufAllocator.defaultAllocator().metric().hugePageMemory());
+            // process-wide: once, not per loop; at least the pool's chunk is pinned
+            assertThat(registry.get("rdma.memory.pinned").gauges()).hasSize(1);
+            assertThat(registry.get("rdma.memory.pinned").gauge().value())
+                    .isGreaterThanOrEqualTo(RdmaByteBufAllocator.defaultAllocator().metric().registeredMemory());
+            long limit = RdmaIoHandler.metric(group.next()).pinnedMemoryLimit();
+            double limitGauge = registry.get("rdma.memory.pinned.limit").gauge().value();
+            if (limit < 0) {
+                assertThat(limitGauge).isNaN();
+            } else {
+                assertThat(limitGauge).isEqualTo(limit);
+            }
 
             client.close().sync();
             assertThat(registry.find("rdma.channel.bytes.written").meters()).as("removed at close").isEmpty();
