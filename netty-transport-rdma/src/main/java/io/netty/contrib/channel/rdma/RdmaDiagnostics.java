@@ -10,6 +10,7 @@ import io.netty.contrib.channel.rdma.internal.verbs.Errno;
 import io.netty.contrib.channel.rdma.internal.verbs.GidEntry;
 import io.netty.contrib.channel.rdma.internal.verbs.NativeLibraries;
 import io.netty.contrib.channel.rdma.internal.verbs.PortAttributes;
+import io.netty.contrib.channel.rdma.internal.verbs.PortCounters;
 import io.netty.contrib.channel.rdma.internal.verbs.VerbsContext;
 import io.netty.contrib.channel.rdma.internal.verbs.VerbsDevice;
 import io.netty.contrib.channel.rdma.internal.verbs.VerbsException;
@@ -73,6 +74,9 @@ final class RdmaDiagnostics {
             section("Devices (verbs)", this::devices);
         }
         section("Memory", this::memory);
+        if (loaded) {
+            section("Port counters", this::counters);
+        }
         if (loaded) {
             section("rdma_cm", () -> rdmaCm(address));
         }
@@ -364,6 +368,49 @@ final class RdmaDiagnostics {
 
     private static String pageName(long pageSize) {
         return pageSize == 2 << 20 ? "2 MiB pages" : pageSize == 4096 ? "4 KiB pages" : pageSize + " B pages";
+    }
+
+    /** Every port's counters, the non-zero ones first named: what retransmits, NAKs or drops. */
+    private void counters() {
+        List<VerbsDevice> devices = VerbsDevice.list();
+        if (devices.isEmpty()) {
+            line("  no device");
+        }
+        for (VerbsDevice device : devices) {
+            int ports;
+            try (VerbsContext context = VerbsContext.open(device.name())) {
+                ports = context.queryDevice().physPortCnt();
+            } catch (RuntimeException e) {
+                line("  " + device.name() + ": cannot open: " + e.getMessage());
+                continue;
+            }
+            for (int port = 1; port <= ports; port++) {
+                java.util.Map<String, Long> values = PortCounters.read(device.name(), port);
+                if (values.isEmpty()) {
+                    line("  " + device.name() + " port " + port + ": no counters (no counters or hw_counters in"
+                            + " sysfs)");
+                    continue;
+                }
+                List<String> nonZero = new ArrayList<>();
+                List<String> zero = new ArrayList<>();
+                values.forEach((name, value) -> (value == 0 ? zero : nonZero).add(name + " " + value));
+                line("  " + device.name() + " port " + port + (NativeLibraries.isSoftwareDevice()
+                        ? " (the software device's, this process only):" : ":"));
+                for (int i = 0; i < nonZero.size(); i += 4) {
+                    line("    " + String.join(", ", nonZero.subList(i, Math.min(nonZero.size(), i + 4))));
+                }
+                if (!zero.isEmpty()) {
+                    line("    zero: " + String.join(" ", zero.stream().map(z -> z.substring(0, z.length() - 2))
+                            .toList()));
+                }
+                long retryExceeded = values.getOrDefault(PortCounters.HW_COUNTERS + "/retry_exceeded_err", 0L);
+                if (retryExceeded > 0) {
+                    // Also what a peer that went away leaves: a note, not a problem.
+                    line("    note: retry_exceeded_err " + retryExceeded + ": queue pairs gave up on a peer or path"
+                            + " that stopped answering (a peer gone, loss, or an ack timeout too short for the path)");
+                }
+            }
+        }
     }
 
     private void rdmaCm(String address) {

@@ -92,6 +92,14 @@ class RdmaMeterBinderTest {
                 assertThat(limitGauge).isEqualTo(limit);
             }
 
+            // The device's packets: both ends are on it, so at least one per message each way, sent and received.
+            assertThat(registry.get("rdma.port.counter").tag("counter", "hw_counters/sent_pkts").gauge().value())
+                    .isGreaterThanOrEqualTo(2 * ECHOES);
+            assertThat(registry.get("rdma.port.counter").tag("counter", "hw_counters/rcvd_pkts").gauge().value())
+                    .isGreaterThanOrEqualTo(2 * ECHOES);
+            assertThat(registry.get("rdma.port.counter").tag("counter", "hw_counters/retry_rnr_exceeded_err")
+                    .gauge().value()).as("credits: never RNR").isZero();
+
             client.close().sync();
             assertThat(registry.find("rdma.channel.bytes.written").meters()).as("removed at close").isEmpty();
             assertThat(registry.find("rdma.loop.polls").meters()).hasSize(2);
