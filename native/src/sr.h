@@ -247,6 +247,7 @@ enum sr_hwc {
 	SR_HWC_RDMA_SEND, SR_HWC_RDMA_RECV, SR_HWC_NUM
 };
 
+/* rdma_recvs counts every successful receive completion (SEND or WRITE with immediate), as rxe */
 /* one per thread that counts: its owner adds without a locked instruction, readers sum */
 struct sr_hwc_block {
 	_Atomic uint64_t v[SR_HWC_NUM];

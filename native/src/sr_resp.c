@@ -180,6 +180,7 @@ void sr_resp_handle(struct sr_conn *from, struct sr_hdr *h, struct sr_src *src)
 			/* byte_len carries the length written, as rxe reports it */
 			recv_cqe(qp, rw.wr_id, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM,
 				 (uint32_t)h->len, h);
+			sr_hwc_add(SR_HWC_RDMA_RECV, 1);
 			have_recv = false;
 		}
 		state = RESPST_ACK;

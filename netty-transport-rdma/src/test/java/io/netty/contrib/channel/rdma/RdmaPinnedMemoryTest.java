@@ -5,6 +5,7 @@ import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.contrib.channel.rdma.internal.memory.PinnedMemory;
 import io.netty.contrib.channel.rdma.internal.verbs.NativeLibraries;
 import io.netty.contrib.channel.rdma.internal.verbs.ResourceLimits;
+import io.netty.contrib.channel.rdma.internal.verbs.TestAddress;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -55,8 +56,6 @@ class RdmaPinnedMemoryTest {
 
     @Test
     void aTightLimitIsNamedAndLargeMessagesGoBySend() throws Exception {
-        Assumptions.assumeTrue(NativeLibraries.isSoftwareDevice() || !Files.exists(Path.of("/usr/bin/setpriv")),
-                "checked on the software device (kernel devices enforce the same rule in ib_umem_get)");
         Assumptions.assumeTrue(Files.isExecutable(Path.of("/usr/bin/prlimit"))
                 && Files.isExecutable(Path.of("/usr/bin/setpriv")), "needs prlimit and setpriv (util-linux)");
         long hard = ResourceLimits.lockedMemoryHard();
@@ -66,10 +65,13 @@ class RdmaPinnedMemoryTest {
         List<String> command = new ArrayList<>(List.of("/usr/bin/prlimit", "--memlock=" + LIMIT + ":",
                 "/usr/bin/setpriv", "--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock",
                 Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "--enable-native-access=ALL-UNNAMED", "-cp", classPath,
-                "-D" + NativeLibraries.LIBRARY_PATH_PROPERTY + "=" + System.getProperty(
-                        NativeLibraries.LIBRARY_PATH_PROPERTY, NativeLibraries.BUNDLED),
-                MemlockProbe.class.getName(), "16", String.valueOf(256 << 10)));
+                "--enable-native-access=ALL-UNNAMED", "-cp", classPath));
+        for (String property : new String[] {NativeLibraries.LIBRARY_PATH_PROPERTY, TestAddress.PROPERTY}) {
+            if (System.getProperty(property) != null) {
+                command.add("-D" + property + "=" + System.getProperty(property));
+            }
+        }
+        command.addAll(List.of(MemlockProbe.class.getName(), "16", String.valueOf(256 << 10)));
         Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
         String output = new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
         assertThat(process.waitFor(120, TimeUnit.SECONDS)).isTrue();
