@@ -372,7 +372,13 @@ final class RdmaDiagnostics {
 
     /** Every port's counters, the non-zero ones first named: what retransmits, NAKs or drops. */
     private void counters() {
-        List<VerbsDevice> devices = VerbsDevice.list();
+        List<VerbsDevice> devices;
+        try {
+            devices = VerbsDevice.list();
+        } catch (RuntimeException e) {
+            line("  " + e.getMessage());
+            return;
+        }
         if (devices.isEmpty()) {
             line("  no device");
         }
