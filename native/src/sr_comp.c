@@ -80,6 +80,13 @@ static void complete_local_errors(struct sr_qp *qp)
 	}
 }
 
+/* rdma_sends: SEND WQEs completed by the completer, in error too (not flushed), as rxe's do_complete counts */
+static void count_send(const struct sr_swqe *w)
+{
+	if (w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_SEND_WITH_INV)
+		sr_hwc_add(SR_HWC_RDMA_SEND, 1);
+}
+
 static enum ibv_wc_status nak_status(uint32_t syndrome)
 {
 	switch (syndrome) {
@@ -131,9 +138,7 @@ void sr_comp_handle(struct sr_hdr *h, struct sr_src *src)
 			    w->opcode == IBV_WR_RDMA_READ || w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
 			    w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
 				break;
-			if (w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM ||
-			    w->opcode == IBV_WR_SEND_WITH_INV)
-				sr_hwc_add(SR_HWC_RDMA_SEND, 1);
+			count_send(w);
 			sr_qp_complete_send(qp, IBV_WC_SUCCESS);
 		}
 		break;
@@ -184,6 +189,7 @@ void sr_comp_handle(struct sr_hdr *h, struct sr_src *src)
 	case SR_OP_NAK:
 		/* IBA 9.9.2: a NAK other than PSN sequence error completes the WQE in error */
 		state = COMPST_ERROR;
+		count_send(w);
 		sr_qp_complete_send(qp, nak_status(h->syndrome));
 		sr_qp_error(qp);
 		break;
@@ -193,6 +199,7 @@ void sr_comp_handle(struct sr_hdr *h, struct sr_src *src)
 		/* IBA 9.7.5.2.8: retry after the timer, rnr_retry times; 7 means infinite */
 		if (qp->rnr_left == 0) {
 			sr_hwc_add(SR_HWC_RNR_RETRY_EXCEEDED, 1);
+			count_send(w);
 			sr_qp_complete_send(qp, IBV_WC_RNR_RETRY_EXC_ERR);
 			sr_qp_error(qp);
 			break;
@@ -259,6 +266,7 @@ void sr_comp_timer(struct sr_qp *qp, uint64_t now)
 			} else {
 				sr_dbg("qp 0x%x: no response: retry exceeded", qp->ibv.qp_num);
 				sr_hwc_add(SR_HWC_RETRY_EXCEEDED, 1);
+				count_send(&qp->sq[qp->sq_head % qp->sq_size]);
 				sr_qp_complete_send(qp, IBV_WC_RETRY_EXC_ERR);
 				sr_qp_error(qp);
 			}
@@ -286,6 +294,7 @@ void sr_comp_peer_lost(struct sr_qp *qp)
 		sr_dbg("qp 0x%x: peer lost", qp->ibv.qp_num);
 		if (qp->sq_head != qp->sq_tail) {
 			sr_hwc_add(SR_HWC_RETRY_EXCEEDED, 1);
+			count_send(&qp->sq[qp->sq_head % qp->sq_size]);
 			sr_qp_complete_send(qp, IBV_WC_RETRY_EXC_ERR);
 		}
 		sr_qp_error(qp);

@@ -63,7 +63,7 @@ final class Chunk {
     static Chunk create(long size, int pageSize, MemoryRegistrar registrar, long alreadyRegistered, PageMode mode) {
         Arena arena = Arena.ofShared();
         try {
-            MappedMemory.Mapping mapping = MappedMemory.map(arena, size, OS_PAGE_SIZE, mode);
+            MappedMemory.Mapping mapping = MappedMemory.map(arena, size, mode);
             MemorySegment memory = mapping.memory();
             MemoryRegistrar.Registration registration;
             try {

@@ -31,14 +31,14 @@ final class MappedMemory {
 
     /**
      * {@code size} bytes (a multiple of the OS page), unmapped when {@code arena} closes, every page touched. On huge
-     * pages when {@code size} is a multiple of 2 MiB and {@code mode} and the system allow; else aligned to
-     * {@code alignment} (a multiple of the OS page) on 4 KiB pages.
+     * pages when {@code size} is a multiple of 2 MiB and {@code mode} and the system allow; a multiple of 2 MiB is
+     * 2 MiB-aligned whatever its pages, so that THP can back it.
      *
      * @throws OutOfMemoryError if the system refuses the mapping
      * @throws HugePagesUnavailableException if {@code mode} is {@link PageMode#EXPLICIT} and the hugetlb pool has too
      *                                       few free pages
      */
-    static Mapping map(Arena arena, long size, long alignment, PageMode mode) {
+    static Mapping map(Arena arena, long size, PageMode mode) {
         boolean hugeSized = size % Chunk.HUGE_PAGE_SIZE == 0;
         if (mode == PageMode.EXPLICIT && !hugeSized) {
             throw new IllegalArgumentException("size: " + size + " (expected: a multiple of 2 MiB for explicit huge"
@@ -54,7 +54,7 @@ final class MappedMemory {
                 throw HugePagesUnavailableException.of(size, (int) -address);
             }
         }
-        MemorySegment memory = mapAligned(arena, size, hugeSized ? Chunk.HUGE_PAGE_SIZE : alignment);
+        MemorySegment memory = mapAligned(arena, size, hugeSized ? Chunk.HUGE_PAGE_SIZE : Chunk.OS_PAGE_SIZE);
         long address = memory.address();
         if (!hugeSized) {
             return new Mapping(touch(memory, Chunk.OS_PAGE_SIZE), Chunk.OS_PAGE_SIZE);

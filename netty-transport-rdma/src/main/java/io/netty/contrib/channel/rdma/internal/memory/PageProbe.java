@@ -10,7 +10,7 @@ public final class PageProbe {
     /** The page size a 4 MiB chunk gets with {@code mode} now (2 MiB or 4 KiB); -1 when explicit pages are missing. */
     public static long pageSize(PageMode mode) {
         try (Arena arena = Arena.ofShared()) {
-            return MappedMemory.map(arena, 2 * Chunk.HUGE_PAGE_SIZE, Chunk.OS_PAGE_SIZE, mode).pageSize();
+            return MappedMemory.map(arena, 2 * Chunk.HUGE_PAGE_SIZE, mode).pageSize();
         } catch (HugePagesUnavailableException e) {
             return -1;
         }
