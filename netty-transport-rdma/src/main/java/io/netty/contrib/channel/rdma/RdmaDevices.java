@@ -26,8 +26,10 @@ final class RdmaDevices {
     private static final Map<Long, Device> DEVICES = new HashMap<>();
     private static int handlers;
     private static Device defaultDevice;
-    /** The pages of the allocators created from now on: the first handler's choice while devices live. */
+    /** The pages of the allocators created from now on, chosen while no device is open. */
     private static RdmaIoHandlerConfig.HugePages hugePages = RdmaIoHandlerConfig.HugePages.AUTO;
+    /** Whether a loop asking for other pages than the open devices' was logged (once until they are freed). */
+    private static boolean otherPagesLogged;
 
     private RdmaDevices() {
     }
@@ -89,7 +91,8 @@ final class RdmaDevices {
         handlers++;
         if (DEVICES.isEmpty()) {
             hugePages = pages;
-        } else if (pages != hugePages) {
+        } else if (pages != hugePages && !otherPagesLogged) {
+            otherPagesLogged = true;
             logger.warn("RdmaIoHandlerConfig.hugePages({}) ignored: the registered pool is shared by every RDMA loop"
                     + " of the process and uses {} (chosen by the loops that opened the device)", pages, hugePages);
         }
@@ -102,6 +105,7 @@ final class RdmaDevices {
         }
         List<Device> devices = new ArrayList<>(DEVICES.values());
         DEVICES.clear();
+        otherPagesLogged = false;
         defaultDevice = null;
         for (Device device : devices) {
             try {

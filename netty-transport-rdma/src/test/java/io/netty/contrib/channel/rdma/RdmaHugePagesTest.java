@@ -108,6 +108,31 @@ class RdmaHugePagesTest {
         assertThat(read(NR_HUGEPAGES).trim()).isEqualTo(before);
     }
 
+    @Test
+    void theFirstLoopsChooseALaterOneIsToldOnce() throws Exception {
+        EventLoopGroup first = new MultiThreadIoEventLoopGroup(1,
+                RdmaIoHandler.newFactory(new RdmaIoHandlerConfig().hugePages(HugePages.OFF)));
+        try (CapturedLog log = new CapturedLog()) {
+            first.submit(() -> { }).sync();
+            RdmaByteBufAllocator.defaultAllocator().directBuffer(64).release();
+            EventLoopGroup later = new MultiThreadIoEventLoopGroup(3,
+                    RdmaIoHandler.newFactory(new RdmaIoHandlerConfig().hugePages(HugePages.TRANSPARENT)));
+            try {
+                for (var loop : later) {
+                    loop.submit(() -> { }).sync();
+                }
+                assertThat(RdmaByteBufAllocator.defaultAllocator().metric().hugePages()).isEqualTo(HugePages.OFF);
+                assertThat(log.entries()).filteredOn(e -> e.message().contains("hugePages(TRANSPARENT) ignored"))
+                        .as("one line for three loops").hasSize(1)
+                        .allSatisfy(e -> assertThat(e.message()).contains("uses OFF"));
+            } finally {
+                later.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
+            }
+        } finally {
+            first.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
+        }
+    }
+
     interface PoolCheck {
         void check(RdmaByteBufAllocator alloc, ByteBuf buf) throws Exception;
     }
