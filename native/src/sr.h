@@ -107,6 +107,7 @@ struct sr_mr {
 	int access;
 	uint64_t iova;                  /* address the peer uses (iova) */
 	atomic_int num_mw;              /* windows bound to it: dereg -> EINVAL (IBA 10.6.7.2.6) */
+	uint64_t pinned_pages;          /* counted against RLIMIT_MEMLOCK (sr_mr.c) */
 };
 
 struct sr_qp;
@@ -237,6 +238,33 @@ struct sr_qp {
 	uint32_t remote_inst;           /* instance of dest_qp_num */
 	struct sr_conn *conn;           /* NULL: peer in this process */
 };
+
+/* ---- port counters (sr_counters.c): the names of kernel rxe's hw_counters --- */
+enum sr_hwc {
+	SR_HWC_SENT_PKTS, SR_HWC_RCVD_PKTS, SR_HWC_DUP_REQ, SR_HWC_OUT_OF_SEQ_REQ, SR_HWC_RCV_RNR,
+	SR_HWC_SND_RNR, SR_HWC_RCV_SEQ_ERR, SR_HWC_ACK_DEFERRED, SR_HWC_RETRY_EXCEEDED,
+	SR_HWC_RNR_RETRY_EXCEEDED, SR_HWC_COMP_RETRY, SR_HWC_SEND_ERR, SR_HWC_LINK_DOWNED,
+	SR_HWC_RDMA_SEND, SR_HWC_RDMA_RECV, SR_HWC_NUM
+};
+
+/* rdma_recvs counts every successful receive completion (SEND or WRITE with immediate), as rxe */
+/* one per thread that counts: its owner adds without a locked instruction, readers sum */
+struct sr_hwc_block {
+	_Atomic uint64_t v[SR_HWC_NUM];
+	struct sr_hwc_block *next;
+};
+
+SR_HIDDEN extern __thread struct sr_hwc_block *sr_hwc_mine;
+SR_HIDDEN struct sr_hwc_block *sr_hwc_block_new(void);
+
+static inline void sr_hwc_add(enum sr_hwc c, uint64_t n)
+{
+	struct sr_hwc_block *b = sr_hwc_mine ? sr_hwc_mine : sr_hwc_block_new();
+
+	if (b)
+		atomic_store_explicit(&b->v[c], atomic_load_explicit(&b->v[c], memory_order_relaxed) + n,
+				      memory_order_relaxed);
+}
 
 /* ---- globals: object table and counts ---------------------------------- */
 SR_HIDDEN extern atomic_long sr_counts[SR_K_NUM];

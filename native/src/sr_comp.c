@@ -80,6 +80,13 @@ static void complete_local_errors(struct sr_qp *qp)
 	}
 }
 
+/* rdma_sends: SEND WQEs completed by the completer, in error too (not flushed), as rxe's do_complete counts */
+static void count_send(const struct sr_swqe *w)
+{
+	if (w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_SEND_WITH_INV)
+		sr_hwc_add(SR_HWC_RDMA_SEND, 1);
+}
+
 static enum ibv_wc_status nak_status(uint32_t syndrome)
 {
 	switch (syndrome) {
@@ -131,6 +138,7 @@ void sr_comp_handle(struct sr_hdr *h, struct sr_src *src)
 			    w->opcode == IBV_WR_RDMA_READ || w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
 			    w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
 				break;
+			count_send(w);
 			sr_qp_complete_send(qp, IBV_WC_SUCCESS);
 		}
 		break;
@@ -181,13 +189,17 @@ void sr_comp_handle(struct sr_hdr *h, struct sr_src *src)
 	case SR_OP_NAK:
 		/* IBA 9.9.2: a NAK other than PSN sequence error completes the WQE in error */
 		state = COMPST_ERROR;
+		count_send(w);
 		sr_qp_complete_send(qp, nak_status(h->syndrome));
 		sr_qp_error(qp);
 		break;
 	case SR_OP_RNR_NAK:
 		state = COMPST_RNR_RETRY;
+		sr_hwc_add(SR_HWC_RCV_RNR, 1);
 		/* IBA 9.7.5.2.8: retry after the timer, rnr_retry times; 7 means infinite */
 		if (qp->rnr_left == 0) {
+			sr_hwc_add(SR_HWC_RNR_RETRY_EXCEEDED, 1);
+			count_send(w);
 			sr_qp_complete_send(qp, IBV_WC_RNR_RETRY_EXC_ERR);
 			sr_qp_error(qp);
 			break;
@@ -246,12 +258,15 @@ void sr_comp_timer(struct sr_qp *qp, uint64_t now)
 				sr_dbg("qp 0x%x: no response: retry (%d left)", qp->ibv.qp_num,
 				       qp->retry_left - 1);
 				qp->retry_left--;
+				sr_hwc_add(SR_HWC_COMP_RETRY, 1);
 				qp->sq_next = qp->sq_head;
 				qp->next_psn = qp->sq[qp->sq_head % qp->sq_size].psn;
 				qp->last_progress_ns = sr_now_ns();
 				resend = true;
 			} else {
 				sr_dbg("qp 0x%x: no response: retry exceeded", qp->ibv.qp_num);
+				sr_hwc_add(SR_HWC_RETRY_EXCEEDED, 1);
+				count_send(&qp->sq[qp->sq_head % qp->sq_size]);
 				sr_qp_complete_send(qp, IBV_WC_RETRY_EXC_ERR);
 				sr_qp_error(qp);
 			}
@@ -277,8 +292,11 @@ void sr_comp_peer_lost(struct sr_qp *qp)
 	if (qp->magic == SR_MAGIC_QP && qp->ibv.state >= IBV_QPS_RTR && qp->ibv.state != IBV_QPS_ERR &&
 	    qp->sq_head != qp->sq_tail) {
 		sr_dbg("qp 0x%x: peer lost", qp->ibv.qp_num);
-		if (qp->sq_head != qp->sq_tail)
+		if (qp->sq_head != qp->sq_tail) {
+			sr_hwc_add(SR_HWC_RETRY_EXCEEDED, 1);
+			count_send(&qp->sq[qp->sq_head % qp->sq_size]);
 			sr_qp_complete_send(qp, IBV_WC_RETRY_EXC_ERR);
+		}
 		sr_qp_error(qp);
 	}
 	pthread_mutex_unlock(&qp->lock);

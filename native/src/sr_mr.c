@@ -3,8 +3,12 @@
 #include "sr.h"
 
 #include <errno.h>
+#include <linux/capability.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #undef ibv_reg_mr
 #undef ibv_reg_mr_iova
@@ -19,6 +23,61 @@
 pthread_rwlock_t sr_mr_lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct sr_mr **mr_table;      /* SR_MAX_MR entries, index 0 unused */
 static uint32_t mr_hint = 1;
+
+/*
+ * Pinned memory, as the kernel accounts it for ibv_reg_mr (ib_umem_get): every
+ * page a region spans is added to the process's pinned_vm, and past
+ * RLIMIT_MEMLOCK the registration fails with ENOMEM unless the process has
+ * CAP_IPC_LOCK. Nothing is mlock'ed here (this device reads the memory in
+ * place), so the limit is what a tight ulimit -l is tested against.
+ */
+static atomic_ulong pinned_pages;
+
+static uint64_t page_size(void)
+{
+	static uint64_t size;
+
+	if (!size)
+		size = (uint64_t)sysconf(_SC_PAGESIZE);
+	return size;
+}
+
+static uint64_t span_pages(const void *addr, size_t length)
+{
+	uint64_t page = page_size();
+	uint64_t first = (uintptr_t)addr & ~(page - 1);
+	uint64_t end = ((uintptr_t)addr + length + page - 1) & ~(page - 1);
+
+	return length ? (end - first) / page : 0;
+}
+
+static bool cap_ipc_lock(void)
+{
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct data[2] = { 0 };
+
+	if (syscall(SYS_capget, &hdr, data))
+		return false;
+	return data[CAP_IPC_LOCK / 32].effective & (1u << (CAP_IPC_LOCK % 32));
+}
+
+static int pin(uint64_t npages)
+{
+	struct rlimit rl;
+	uint64_t now = atomic_fetch_add(&pinned_pages, npages) + npages;
+
+	if (npages && !getrlimit(RLIMIT_MEMLOCK, &rl) && rl.rlim_cur != RLIM_INFINITY &&
+	    now > rl.rlim_cur / page_size() && !cap_ipc_lock()) {
+		atomic_fetch_sub(&pinned_pages, npages);
+		return ENOMEM;
+	}
+	return 0;
+}
+
+static void unpin(uint64_t npages)
+{
+	atomic_fetch_sub(&pinned_pages, npages);
+}
 
 static bool is_pd(struct ibv_pd *pd)
 {
@@ -130,6 +189,14 @@ SR_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, size_
 		errno = ENOMEM;
 		return NULL;
 	}
+	mr->pinned_pages = span_pages(addr, length);
+	err = pin(mr->pinned_pages);
+	if (err) {
+		sr_dbg("reg_mr len %zu: RLIMIT_MEMLOCK exceeded", length);
+		free(mr);
+		errno = err;
+		return NULL;
+	}
 	mr->ibv.context = ibpd->context;
 	mr->ibv.pd = ibpd;
 	mr->ibv.addr = addr;
@@ -142,6 +209,7 @@ SR_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, size_
 	err = key_alloc(mr);
 	pthread_rwlock_unlock(&sr_mr_lock);
 	if (err) {
+		unpin(mr->pinned_pages);
 		free(mr);
 		errno = err;
 		return NULL;
@@ -188,6 +256,7 @@ SR_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 	mr->magic = SR_MAGIC_DEAD;
 	pthread_rwlock_unlock(&sr_mr_lock);
 	atomic_fetch_sub(&mr->pd->users, 1);
+	unpin(mr->pinned_pages);
 	sr_count(SR_K_MR, -1);
 	free(mr);
 	return 0;
@@ -214,6 +283,16 @@ SR_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibpd, 
 		return IBV_REREG_MR_ERR_INPUT;
 	}
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+		uint64_t npages = span_pages(addr, length);
+
+		/* the new range is pinned before the old one is let go, as the kernel does */
+		if (pin(npages)) {
+			pthread_rwlock_unlock(&sr_mr_lock);
+			errno = ENOMEM;
+			return IBV_REREG_MR_ERR_CMD;
+		}
+		unpin(mr->pinned_pages);
+		mr->pinned_pages = npages;
 		mr->ibv.addr = addr;
 		mr->ibv.length = length;
 		mr->iova = (uintptr_t)addr;

@@ -754,6 +754,7 @@ int sr_net_send(struct sr_qp *qp, struct sr_hdr *h, const struct iovec *iov, int
 	if (qp->remote_inst == my_inst) {
 		struct sr_src s = { .iov = iov, .iovcnt = iovcnt, .left = payload_len(h) };
 
+		sr_hwc_add(SR_HWC_RCVD_PKTS, 1);
 		sr_resp_handle(NULL, h, &s);
 		return 0;
 	}
@@ -768,6 +769,7 @@ void flush_ack(struct sr_conn *c)
 {
 	if (c->has_ack) {
 		c->has_ack = false;
+		sr_hwc_add(SR_HWC_SENT_PKTS, 1);
 		conn_send(c, &c->pending_ack, NULL, 0);
 	}
 }
@@ -798,6 +800,9 @@ void sr_net_reply(struct sr_conn *conn, struct sr_hdr *h, const struct iovec *io
 	if (!conn) {
 		struct sr_src s = { .iov = iov, .iovcnt = iovcnt, .left = payload_len(h) };
 
+		/* a response inside the process: sent and received here */
+		sr_hwc_add(SR_HWC_SENT_PKTS, 1);
+		sr_hwc_add(SR_HWC_RCVD_PKTS, 1);
 		sr_comp_handle(h, &s);
 		return;
 	}
@@ -810,6 +815,7 @@ void sr_net_reply(struct sr_conn *conn, struct sr_hdr *h, const struct iovec *io
 		return;
 	}
 	flush_ack(conn);
+	sr_hwc_add(SR_HWC_SENT_PKTS, 1);
 	conn_send(conn, h, iov, iovcnt);
 }
 

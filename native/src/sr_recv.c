@@ -210,6 +210,7 @@ static int handle_frame(struct sr_conn *c, struct sr_hdr *h)
 	if (sr_debug)
 		sr_dbg("rx %s 0x%x -> 0x%x psn %u len %llu", sr_opcode_name(h->op), h->src_qpn,
 		       h->dst_qpn, h->psn, (unsigned long long)h->len);
+	sr_hwc_add(SR_HWC_RCVD_PKTS, 1);
 	pthread_rwlock_rdlock(&sr_mr_lock);
 	if (h->op <= SR_OP_FETCH_ADD)
 		sr_resp_handle(c, h, &s);

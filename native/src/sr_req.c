@@ -144,6 +144,7 @@ void sr_req_progress(struct sr_qp *qp)
 		h.psn = w->psn;
 		qp->next_psn = (qp->next_psn + 1) & 0xffffff;
 		pthread_mutex_unlock(&qp->lock);
+		sr_hwc_add(SR_HWC_SENT_PKTS, 1);
 
 		if (local) {
 			/* same process: the responder runs right here */
@@ -168,6 +169,8 @@ void sr_req_progress(struct sr_qp *qp)
 		peer_gone = sr_net_send_batch(qp, batch, nvec) != 0;
 	pthread_rwlock_unlock(&sr_mr_lock);
 	pthread_mutex_unlock(&qp->send_lock);
-	if (peer_gone)
+	if (peer_gone) {
+		sr_hwc_add(SR_HWC_SEND_ERR, 1);
 		sr_comp_peer_lost(qp);
+	}
 }

@@ -97,6 +97,7 @@ void sr_resp_handle(struct sr_conn *from, struct sr_hdr *h, struct sr_src *src)
 		uint32_t behind = (qp->epsn - h->psn) & 0xffffff;
 
 		if (behind >= 0x800000) {
+			sr_hwc_add(SR_HWC_OUT_OF_SEQ_REQ, 1);
 			state = RESPST_DROP;
 			goto out;
 		}
@@ -106,6 +107,7 @@ void sr_resp_handle(struct sr_conn *from, struct sr_hdr *h, struct sr_src *src)
 		 * a READ is executed again; an atomic's result is not kept: dropped.
 		 */
 		dup = true;
+		sr_hwc_add(SR_HWC_DUP_REQ, 1);
 		if (h->op == SR_OP_SEND || h->op == SR_OP_WRITE) {
 			r.op = SR_OP_ACK;
 			r.psn = (qp->epsn - 1) & 0xffffff;
@@ -149,6 +151,7 @@ void sr_resp_handle(struct sr_conn *from, struct sr_hdr *h, struct sr_src *src)
 			goto out;
 		}
 		recv_cqe(qp, rw.wr_id, IBV_WC_SUCCESS, IBV_WC_RECV, (uint32_t)h->len, h);
+		sr_hwc_add(SR_HWC_RDMA_RECV, 1);
 		have_recv = false;
 		state = RESPST_ACK;
 		break;
@@ -177,6 +180,7 @@ void sr_resp_handle(struct sr_conn *from, struct sr_hdr *h, struct sr_src *src)
 			/* byte_len carries the length written, as rxe reports it */
 			recv_cqe(qp, rw.wr_id, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM,
 				 (uint32_t)h->len, h);
+			sr_hwc_add(SR_HWC_RDMA_RECV, 1);
 			have_recv = false;
 		}
 		state = RESPST_ACK;
@@ -260,6 +264,7 @@ out:
 		/* IBA 9.7.5.2.8: RNR NAK carries the responder's minimum RNR timer */
 		r.op = SR_OP_RNR_NAK;
 		r.syndrome = qp->attr.min_rnr_timer;
+		sr_hwc_add(SR_HWC_SND_RNR, 1);
 		break;
 	case RESPST_ERR_LENGTH:
 	case RESPST_ERR_LOCAL:

@@ -6,6 +6,7 @@ import io.netty.buffer.ByteBufAllocatorMetric;
 import io.netty.buffer.ByteBufAllocatorMetricProvider;
 import io.netty.buffer.UnpooledHeapByteBuf;
 import io.netty.contrib.channel.rdma.internal.memory.MemoryRegistrar;
+import io.netty.contrib.channel.rdma.internal.memory.PageMode;
 import io.netty.contrib.channel.rdma.internal.memory.RegisteredMemoryPool;
 import io.netty.util.internal.StringUtil;
 
@@ -17,9 +18,9 @@ import static io.netty.util.internal.ObjectUtil.checkPositiveOrZero;
  * The RDMA channels' default {@link io.netty.buffer.ByteBufAllocator}: pooled direct buffers in memory registered
  * with the RDMA device, so that reads and writes through {@code ctx.alloc()} reach the wire without a copy.
  *
- * <p>Memory comes in large chunks (4 MiB by default), page-aligned (2 MiB-aligned when the size allows, so that
- * transparent huge pages can back them where THP is enabled), touched, then registered once for local access
- * only; buffers are carved
+ * <p>Memory comes in large chunks (4 MiB by default), on 2 MiB huge pages where the system has them
+ * ({@link RdmaIoHandlerConfig.HugePages}: explicit hugetlb pages, else transparent huge pages, else 4 KiB pages),
+ * touched, then registered once for local access only; buffers are carved
  * out of them in power-of-two size classes. Event-loop threads keep a small cache per size class; other threads
  * share the pool under a lock. A buffer larger than {@code maxPooledCapacity} gets its own registered chunk,
  * freed on release, so very large buffers are costly: prefer several smaller ones.
@@ -62,12 +63,24 @@ public final class RdmaByteBufAllocator extends AbstractByteBufAllocator
      * @param maxEmptyChunks    empty chunks kept registered for reuse before they are deregistered and freed
      */
     public RdmaByteBufAllocator(MemoryRegistrar registrar, int chunkSize, int maxPooledCapacity, int maxEmptyChunks) {
+        this(registrar, chunkSize, maxPooledCapacity, maxEmptyChunks, RdmaIoHandlerConfig.HugePages.AUTO);
+    }
+
+    /**
+     * @param hugePages the pages behind the chunks; {@link RdmaIoHandlerConfig.HugePages#EXPLICIT} needs a
+     *                  {@code chunkSize} of at least 2 MiB
+     * @see #RdmaByteBufAllocator(MemoryRegistrar, int, int, int)
+     */
+    public RdmaByteBufAllocator(MemoryRegistrar registrar, int chunkSize, int maxPooledCapacity, int maxEmptyChunks,
+                                RdmaIoHandlerConfig.HugePages hugePages) {
         super(true);
         checkNotNull(registrar, "registrar");
         checkPowerOfTwo(chunkSize, "chunkSize", MIN_CHUNK_SIZE, MAX_CHUNK_SIZE);
         checkPowerOfTwo(maxPooledCapacity, "maxPooledCapacity", MIN_POOLED_CAPACITY, chunkSize);
         checkPositiveOrZero(maxEmptyChunks, "maxEmptyChunks");
-        pool = new RegisteredMemoryPool(registrar, chunkSize, maxPooledCapacity, maxEmptyChunks);
+        checkNotNull(hugePages, "hugePages");
+        pool = new RegisteredMemoryPool(registrar, chunkSize, maxPooledCapacity, maxEmptyChunks,
+                PageMode.valueOf(hugePages.name()));
     }
 
     /**
@@ -185,6 +198,24 @@ public final class RdmaByteBufAllocator extends AbstractByteBufAllocator
             return pool.releasedChunks();
         }
 
+        /** Of {@link #registeredMemory()}: the bytes on 2 MiB huge pages (explicit or transparent). */
+        public long hugePageMemory() {
+            return pool.hugePageMemory();
+        }
+
+        /**
+         * The size of the pages behind the chunk registered last, as obtained (2097152 on huge pages, 4096 on
+         * ordinary ones, whatever {@link RdmaIoHandlerConfig.HugePages} asked for); 0 before the first chunk.
+         */
+        public long pageSize() {
+            return pool.pageSize();
+        }
+
+        /** The pages this allocator asks for. */
+        public RdmaIoHandlerConfig.HugePages hugePages() {
+            return RdmaIoHandlerConfig.HugePages.valueOf(pool.pageMode().name());
+        }
+
         /** Empty chunks kept registered for reuse. */
         public int maxEmptyChunks() {
             return pool.maxEmptyChunks();
@@ -193,7 +224,8 @@ public final class RdmaByteBufAllocator extends AbstractByteBufAllocator
         @Override
         public String toString() {
             return "usedDirectMemory: " + usedDirectMemory() + ", registeredMemory: " + registeredMemory()
-                    + ", chunks: " + chunkCount() + ", releasedChunks: " + releasedChunks();
+                    + ", hugePageMemory: " + hugePageMemory() + ", pageSize: " + pageSize() + ", chunks: "
+                    + chunkCount() + ", releasedChunks: " + releasedChunks();
         }
     }
 }

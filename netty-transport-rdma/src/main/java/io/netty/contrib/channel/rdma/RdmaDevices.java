@@ -26,6 +26,10 @@ final class RdmaDevices {
     private static final Map<Long, Device> DEVICES = new HashMap<>();
     private static int handlers;
     private static Device defaultDevice;
+    /** The pages of the allocators created from now on, chosen while no device is open. */
+    private static RdmaIoHandlerConfig.HugePages hugePages = RdmaIoHandlerConfig.HugePages.AUTO;
+    /** Whether a loop asking for other pages than the open devices' was logged (once until they are freed). */
+    private static boolean otherPagesLogged;
 
     private RdmaDevices() {
     }
@@ -53,7 +57,9 @@ final class RdmaDevices {
                 windows = false;
                 maxSge = 2;
             }
-            return new Device(context, pd, new RdmaByteBufAllocator(new PdRegistrar(pd)), windows, maxSge);
+            return new Device(context, pd, new RdmaByteBufAllocator(new PdRegistrar(pd),
+                    RdmaByteBufAllocator.DEFAULT_CHUNK_SIZE, RdmaByteBufAllocator.DEFAULT_MAX_POOLED_CAPACITY,
+                    RdmaByteBufAllocator.DEFAULT_MAX_EMPTY_CHUNKS, hugePages), windows, maxSge);
         });
     }
 
@@ -70,9 +76,26 @@ final class RdmaDevices {
         return defaultDevice.allocator();
     }
 
-    /** An event loop starts using the devices. */
-    static synchronized void retain() {
+    /**
+     * A loop factory was made with {@code pages}: while no device is open, the allocators created next use them (so
+     * that code asking for {@link #defaultAllocator()} before the loops have started gets the loops' pages).
+     */
+    static synchronized void prefer(RdmaIoHandlerConfig.HugePages pages) {
+        if (DEVICES.isEmpty()) {
+            hugePages = pages;
+        }
+    }
+
+    /** An event loop starts using the devices; while none is open its {@code pages} are the allocators' pages. */
+    static synchronized void retain(RdmaIoHandlerConfig.HugePages pages) {
         handlers++;
+        if (DEVICES.isEmpty()) {
+            hugePages = pages;
+        } else if (pages != hugePages && !otherPagesLogged) {
+            otherPagesLogged = true;
+            logger.warn("RdmaIoHandlerConfig.hugePages({}) ignored: the registered pool is shared by every RDMA loop"
+                    + " of the process and uses {} (chosen by the loops that opened the device)", pages, hugePages);
+        }
     }
 
     /** An event loop stopped; the last one frees every device's allocator and protection domain. */
@@ -82,6 +105,7 @@ final class RdmaDevices {
         }
         List<Device> devices = new ArrayList<>(DEVICES.values());
         DEVICES.clear();
+        otherPagesLogged = false;
         defaultDevice = null;
         for (Device device : devices) {
             try {

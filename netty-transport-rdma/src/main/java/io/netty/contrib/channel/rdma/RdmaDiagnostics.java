@@ -1,5 +1,8 @@
 package io.netty.contrib.channel.rdma;
 
+import io.netty.contrib.channel.rdma.internal.memory.PageMode;
+import io.netty.contrib.channel.rdma.internal.memory.PageProbe;
+import io.netty.contrib.channel.rdma.internal.memory.PinnedMemory;
 import io.netty.contrib.channel.rdma.internal.verbs.CmEventChannel;
 import io.netty.contrib.channel.rdma.internal.verbs.CmId;
 import io.netty.contrib.channel.rdma.internal.verbs.DeviceAttributes;
@@ -7,6 +10,7 @@ import io.netty.contrib.channel.rdma.internal.verbs.Errno;
 import io.netty.contrib.channel.rdma.internal.verbs.GidEntry;
 import io.netty.contrib.channel.rdma.internal.verbs.NativeLibraries;
 import io.netty.contrib.channel.rdma.internal.verbs.PortAttributes;
+import io.netty.contrib.channel.rdma.internal.verbs.PortCounters;
 import io.netty.contrib.channel.rdma.internal.verbs.VerbsContext;
 import io.netty.contrib.channel.rdma.internal.verbs.VerbsDevice;
 import io.netty.contrib.channel.rdma.internal.verbs.VerbsException;
@@ -70,6 +74,9 @@ final class RdmaDiagnostics {
             section("Devices (verbs)", this::devices);
         }
         section("Memory", this::memory);
+        if (loaded) {
+            section("Port counters", this::counters);
+        }
         if (loaded) {
             section("rdma_cm", () -> rdmaCm(address));
             section("Connection", () -> connection(address));
@@ -324,19 +331,93 @@ final class RdmaDiagnostics {
                     + " busy connection(s)");
         }
         if (NativeLibraries.isSoftwareDevice()) {
-            line("  (the software device pins no memory: the limit matters on hardware and kernel rxe)");
-        } else if (!ipcLock && soft >= 0 && soft < minimum) {
+            line("  (the software device pins nothing but counts registrations against this limit as the kernel"
+                    + " does)");
+        }
+        if (!ipcLock && soft >= 0 && soft < minimum) {
             problem("RLIMIT_MEMLOCK is " + bytes(String.valueOf(soft)) + ", less than one connection needs ("
                             + minimum / 1024 + " KiB)",
                     "ulimit -l unlimited (systemd: LimitMEMLOCK=infinity; Docker: --ulimit memlock=-1;"
                             + " /etc/security/limits.conf: * - memlock unlimited)");
         }
+        PinnedMemory.Snapshot pinned = PinnedMemory.snapshot();
+        String status = read(Path.of("/proc/self/status"));
+        line("  pinned by this process: " + pinned + "; VmLck " + field(status, "VmLck:"));
+        if (pinned.limited() && pinned.usedFraction() >= 0.8) {
+            problem("this process has pinned " + Math.round(pinned.usedFraction() * 100) + " % of RLIMIT_MEMLOCK ("
+                    + pinned + "): further registrations fail", "raise it with ulimit -l, LimitMEMLOCK= in the"
+                    + " systemd unit, or --ulimit memlock=-1 in docker");
+        }
         String meminfo = read(Path.of("/proc/meminfo"));
         String size = field(meminfo, "Hugepagesize:");
+        String thp = read(Path.of("/sys/kernel/mm/transparent_hugepage/enabled")).trim();
         line("  huge pages: " + field(meminfo, "HugePages_Total:") + " of " + (size.isEmpty() ? "?" : size)
                 + " reserved, " + field(meminfo, "HugePages_Free:") + " free; transparent huge pages: "
-                + read(Path.of("/sys/kernel/mm/transparent_hugepage/enabled")).trim()
-                + " (the allocator's chunks are 2 MiB-aligned, so THP can back them)");
+                + (thp.isEmpty() ? "unknown" : thp));
+        long auto = PageProbe.pageSize(PageMode.AUTO);
+        long transparent = PageProbe.pageSize(PageMode.TRANSPARENT);
+        long explicit = PageProbe.pageSize(PageMode.EXPLICIT);
+        line("  pool pages (a chunk mapped and touched now, RdmaIoHandlerConfig.hugePages): AUTO " + pageName(auto)
+                + ", TRANSPARENT " + pageName(transparent) + ", EXPLICIT "
+                + (explicit < 0 ? "fails (no free 2 MiB hugetlb pages)" : pageName(explicit)));
+        if (auto != 2 << 20) {
+            // Slower on hardware (512 times the translations of 2 MiB pages), not broken: a note, not a problem.
+            line("  note: the pool gets 4 KiB pages; reserve huge pages (sysctl vm.nr_hugepages=N) or enable"
+                    + " transparent huge pages (echo madvise > /sys/kernel/mm/transparent_hugepage/enabled)");
+        }
+    }
+
+    private static String pageName(long pageSize) {
+        return pageSize == 2 << 20 ? "2 MiB pages" : pageSize == 4096 ? "4 KiB pages" : pageSize + " B pages";
+    }
+
+    /** Every port's counters, the non-zero ones first named: what retransmits, NAKs or drops. */
+    private void counters() {
+        List<VerbsDevice> devices;
+        try {
+            devices = VerbsDevice.list();
+        } catch (RuntimeException e) {
+            line("  " + e.getMessage());
+            return;
+        }
+        if (devices.isEmpty()) {
+            line("  no device");
+        }
+        for (VerbsDevice device : devices) {
+            int ports;
+            try (VerbsContext context = VerbsContext.open(device.name())) {
+                ports = context.queryDevice().physPortCnt();
+            } catch (RuntimeException e) {
+                line("  " + device.name() + ": cannot open: " + e.getMessage());
+                continue;
+            }
+            for (int port = 1; port <= ports; port++) {
+                java.util.Map<String, Long> values = PortCounters.read(device.name(), port);
+                if (values.isEmpty()) {
+                    line("  " + device.name() + " port " + port + ": no counters (no counters or hw_counters in"
+                            + " sysfs)");
+                    continue;
+                }
+                List<String> nonZero = new ArrayList<>();
+                List<String> zero = new ArrayList<>();
+                values.forEach((name, value) -> (value == 0 ? zero : nonZero).add(name + " " + value));
+                line("  " + device.name() + " port " + port + (NativeLibraries.isSoftwareDevice()
+                        ? " (the software device's, this process only):" : ":"));
+                for (int i = 0; i < nonZero.size(); i += 4) {
+                    line("    " + String.join(", ", nonZero.subList(i, Math.min(nonZero.size(), i + 4))));
+                }
+                if (!zero.isEmpty()) {
+                    line("    zero: " + String.join(" ", zero.stream().map(z -> z.substring(0, z.length() - 2))
+                            .toList()));
+                }
+                long retryExceeded = values.getOrDefault(PortCounters.HW_COUNTERS + "/retry_exceeded_err", 0L);
+                if (retryExceeded > 0) {
+                    // Also what a peer that went away leaves: a note, not a problem.
+                    line("    note: retry_exceeded_err " + retryExceeded + ": queue pairs gave up on a peer or path"
+                            + " that stopped answering (a peer gone, loss, or an ack timeout too short for the path)");
+                }
+            }
+        }
     }
 
     private void rdmaCm(String address) {

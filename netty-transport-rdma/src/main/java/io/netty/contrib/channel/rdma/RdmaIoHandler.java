@@ -186,6 +186,7 @@ public final class RdmaIoHandler implements IoHandler {
             logger.info("RDMA event loops without RDMA (requireRdma(false)): their channels use TCP only ({})",
                     Rdma.unavailabilityCause().getMessage());
         }
+        RdmaDevices.prefer(copy.hugePages());
         return new IoHandlerFactory() {
             @Override
             public IoHandler newHandler(ThreadAwareExecutor executor) {
@@ -203,7 +204,7 @@ public final class RdmaIoHandler implements IoHandler {
     public void initialize() {
         withoutRdma = !Rdma.isAvailable();
         if (!withoutRdma) {
-            RdmaDevices.retain();
+            RdmaDevices.retain(config.hugePages());
         }
         try {
             completions = new WorkCompletions(config.pollBatch());

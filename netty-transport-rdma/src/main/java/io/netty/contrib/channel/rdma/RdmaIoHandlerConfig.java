@@ -1,5 +1,7 @@
 package io.netty.contrib.channel.rdma;
 
+import io.netty.util.internal.ObjectUtil;
+
 import static io.netty.util.internal.ObjectUtil.checkInRange;
 import static io.netty.util.internal.ObjectUtil.checkPositiveOrZero;
 
@@ -36,6 +38,34 @@ public final class RdmaIoHandlerConfig {
     private int sharedReceiveQueueSize = DEFAULT_SHARED_RECEIVE_QUEUE_SIZE;
     private long ringMemory = DEFAULT_RING_MEMORY;
     private long memoryReleaseDelayMillis = DEFAULT_MEMORY_RELEASE_DELAY_MILLIS;
+    private HugePages hugePages = HugePages.AUTO;
+
+    /**
+     * The pages behind the registered pool's chunks ({@link RdmaByteBufAllocator}). Huge pages cut the device's
+     * address translations (1 GiB registered is 262 144 entries in 4 KiB pages, 512 in 2 MiB pages) and the page
+     * faults of touching a chunk. The page size obtained is in {@link RdmaByteBufAllocator.Metric#pageSize()} and in
+     * {@link Rdma#diagnose(String)}.
+     */
+    public enum HugePages {
+        /**
+         * Explicit 2 MiB pages while the kernel's hugetlb pool has free ones ({@code vm.nr_hugepages}), else
+         * transparent huge pages where THP is {@code madvise} or {@code always}, else 4 KiB pages: the best the
+         * system offers, never an error.
+         */
+        AUTO,
+        /**
+         * Transparent huge pages only, else 4 KiB pages: leaves a reserved hugetlb pool to the programs it was
+         * reserved for.
+         */
+        TRANSPARENT,
+        /**
+         * Explicit 2 MiB pages required: a chunk the hugetlb pool cannot supply fails with an exception that says
+         * how many pages are free and how to reserve more. Buffers above the pooled maximum are rounded to 2 MiB.
+         */
+        EXPLICIT,
+        /** 4 KiB pages, also where THP is {@code always} ({@code MADV_NOHUGEPAGE}). */
+        OFF
+    }
 
     /** A config that busy-polls forever and never blocks. */
     public static RdmaIoHandlerConfig spinning() {
@@ -155,6 +185,21 @@ public final class RdmaIoHandlerConfig {
         return requireRdma;
     }
 
+    public HugePages hugePages() {
+        return hugePages;
+    }
+
+    /**
+     * The pages behind the registered pool ({@link HugePages}). Default {@link HugePages#AUTO}. The pool is one per
+     * device and process, shared by every loop: it takes the setting of the first loop created while none exists
+     * (after every RDMA loop has stopped, the next one chooses again); a loop created later with another setting
+     * logs which one is in effect.
+     */
+    public RdmaIoHandlerConfig hugePages(HugePages hugePages) {
+        this.hugePages = ObjectUtil.checkNotNull(hugePages, "hugePages");
+        return this;
+    }
+
     RdmaIoHandlerConfig copy() {
         RdmaIoHandlerConfig copy = new RdmaIoHandlerConfig();
         copy.requireRdma = requireRdma;
@@ -165,6 +210,7 @@ public final class RdmaIoHandlerConfig {
         copy.sharedReceiveQueueSize = sharedReceiveQueueSize;
         copy.ringMemory = ringMemory;
         copy.memoryReleaseDelayMillis = memoryReleaseDelayMillis;
+        copy.hugePages = hugePages;
         return copy;
     }
 }

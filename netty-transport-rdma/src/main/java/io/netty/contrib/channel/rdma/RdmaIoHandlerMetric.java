@@ -1,5 +1,7 @@
 package io.netty.contrib.channel.rdma;
 
+import io.netty.contrib.channel.rdma.internal.memory.PinnedMemory;
+
 /**
  * What an RDMA event loop has done so far ({@link RdmaIoHandler#metric(java.util.concurrent.Executor)}): live
  * counters kept by the loop thread with plain increments, so they cost nothing when nobody reads them; read from
@@ -89,12 +91,33 @@ public final class RdmaIoHandlerMetric {
         return handler.ringMemory().pinned();
     }
 
+    /**
+     * Bytes this process has pinned by registering memory, on every device and by every loop (the same for every
+     * loop): the pages its memory regions span, or the kernel's {@code VmPin} where that is more (drivers that pin
+     * queue buffers too). What {@code RLIMIT_MEMLOCK} bounds: {@link #pinnedMemoryLimit()}. Reads
+     * {@code /proc/self/status}: for metrics scrapes, not for the data path.
+     */
+    public long pinnedMemory() {
+        return PinnedMemory.snapshot().pinned();
+    }
+
+    /**
+     * The soft {@code RLIMIT_MEMLOCK} in bytes, which registrations fail past ({@code ENOMEM}); -1 when no limit
+     * applies (unlimited, or the process has {@code CAP_IPC_LOCK}). A warning is logged when
+     * {@link #pinnedMemory()} passes 80 % of it.
+     */
+    public long pinnedMemoryLimit() {
+        PinnedMemory.Snapshot s = PinnedMemory.snapshot();
+        return s.limited() ? s.limit() : -1;
+    }
+
     @Override
     public String toString() {
         return "RdmaIoHandlerMetric{polls=" + polls() + ", emptyPolls=" + emptyPolls() + ", completions="
                 + completions() + ", sleeps=" + sleeps() + ", wakeups=" + wakeups() + ", queueGroups="
                 + queueGroups() + ", queuePairs=" + queuePairs() + ", completionQueueEntries="
                 + completionQueueEntries() + ", completionQueueReserved=" + completionQueueReserved()
-                + ", receiveCreditsGranted=" + receiveCreditsGranted() + ", ringMemory=" + ringMemory() + '}';
+                + ", receiveCreditsGranted=" + receiveCreditsGranted() + ", ringMemory=" + ringMemory()
+                + ", pinnedMemory=" + pinnedMemory() + ", pinnedMemoryLimit=" + pinnedMemoryLimit() + '}';
     }
 }

@@ -4,6 +4,7 @@ import io.netty.buffer.ByteBuf;
 import io.netty.channel.EventLoop;
 import io.netty.contrib.channel.rdma.internal.memory.ExternalRegion;
 import io.netty.contrib.channel.rdma.internal.memory.MemoryRegistrationException;
+import io.netty.contrib.channel.rdma.internal.memory.PinnedMemoryWatch;
 import io.netty.contrib.channel.rdma.internal.protocol.RingReleases;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvAccessFlags;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvMwType;
@@ -98,6 +99,7 @@ final class ReceiveRing extends ExternalRegion {
             } catch (VerbsException e) {
                 throw MemoryRegistrationException.of("a connection's receive ring", size, e);
             }
+            PinnedMemoryWatch.registered();
             MemoryWindow window = pdWide ? null : pd.allocMw(IbvMwType.TYPE_2);
             ReceiveRing ring = new ReceiveRing(arena, budget, memory, mr, window, generation, capacity, alloc, loop,
                     owner);

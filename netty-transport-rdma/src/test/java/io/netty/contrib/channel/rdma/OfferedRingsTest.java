@@ -29,7 +29,7 @@ class OfferedRingsTest {
     @BeforeAll
     static void device() {
         SoftwareRdma.use();
-        RdmaDevices.retain();
+        RdmaDevices.retain(RdmaIoHandlerConfig.HugePages.AUTO);
         device = RdmaDevices.of(VerbsContext.cmDevices().get(0));
         loop = new DefaultEventLoop();
     }

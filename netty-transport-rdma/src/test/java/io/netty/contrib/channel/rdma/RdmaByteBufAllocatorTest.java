@@ -383,7 +383,7 @@ class RdmaByteBufAllocatorTest {
         assertThatThrownBy(() -> alloc.directBuffer(100))
                 .isInstanceOf(MemoryRegistrationException.class)
                 .hasMessageStartingWith("memory registration of 4 MiB failed")
-                .hasMessageContaining("RLIMIT_MEMLOCK is ")
+                .hasMessageContaining("RLIMIT_MEMLOCK ")
                 .hasMessageContaining("ENOMEM");
         assertThatThrownBy(() -> alloc.directBuffer(3 * MiB))
                 .isInstanceOf(MemoryRegistrationException.class)

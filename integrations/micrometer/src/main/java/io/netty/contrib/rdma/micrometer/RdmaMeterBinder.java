@@ -15,6 +15,7 @@ import io.netty.contrib.channel.rdma.RdmaChannel;
 import io.netty.contrib.channel.rdma.RdmaChannelMetric;
 import io.netty.contrib.channel.rdma.RdmaIoHandler;
 import io.netty.contrib.channel.rdma.RdmaIoHandlerMetric;
+import io.netty.contrib.channel.rdma.RdmaPortCounters;
 import io.netty.util.concurrent.EventExecutor;
 
 import java.util.ArrayList;
@@ -25,7 +26,9 @@ import java.util.function.ToDoubleFunction;
 
 /**
  * Micrometer meters for netty-transport-rdma: the counters of every RDMA event loop of a group (tagged
- * {@code loop} with its index in the group) and the memory of a registered-memory allocator; and, with
+ * {@code loop} with its index in the group), the memory of a registered-memory allocator, the memory the process
+ * has pinned against {@code RLIMIT_MEMLOCK}, and the port counters of every device rdma_cm reports
+ * ({@code rdma.port.counter}, tagged {@code device}, {@code port} and {@code counter}); and, with
  * {@link #bindChannel}, one channel's counters until it closes. The meters read the transport's own counters
  * ({@link RdmaIoHandlerMetric}, {@link RdmaByteBufAllocator.Metric}, {@link RdmaChannelMetric}) when the
  * registry asks: nothing is counted twice, and nothing is paid between scrapes.
@@ -83,11 +86,31 @@ public final class RdmaMeterBinder implements MeterBinder {
             gauge(registry, "rdma.loop.ring.memory", "bytes of receive rings the loop's connections pin", m,
                     RdmaIoHandlerMetric::ringMemory, t, BaseUnits.BYTES);
         }
+        if (index > 0) {
+            // Process-wide: read through the first loop, tagged without one.
+            RdmaIoHandlerMetric m = RdmaIoHandler.metric(group.iterator().next());
+            gauge(registry, "rdma.memory.pinned", "bytes this process has pinned by registration", m,
+                    RdmaIoHandlerMetric::pinnedMemory, tags, BaseUnits.BYTES);
+            gauge(registry, "rdma.memory.pinned.limit", "RLIMIT_MEMLOCK, NaN when no limit applies", m,
+                    x -> x.pinnedMemoryLimit() < 0 ? Double.NaN : x.pinnedMemoryLimit(), tags, BaseUnits.BYTES);
+        }
+        for (RdmaPortCounters port : RdmaPortCounters.list()) {
+            Tags t = tags.and("device", port.device(), "port", Integer.toString(port.port()));
+            for (String name : port.names()) {
+                gauge(registry, "rdma.port.counter", "the device's counter of the port (cumulative; tag counter:"
+                        + " counters/... or hw_counters/... as in sysfs)", port, p -> p.value(name),
+                        t.and("counter", name), null);
+            }
+        }
         RdmaByteBufAllocator.Metric a = allocator.metric();
         gauge(registry, "rdma.allocator.memory.registered", "bytes registered with the device, free ones too", a,
                 RdmaByteBufAllocator.Metric::registeredMemory, tags, BaseUnits.BYTES);
         gauge(registry, "rdma.allocator.memory.used", "bytes held by live buffers", a,
                 RdmaByteBufAllocator.Metric::usedDirectMemory, tags, BaseUnits.BYTES);
+        gauge(registry, "rdma.allocator.memory.huge", "registered bytes on 2 MiB huge pages", a,
+                RdmaByteBufAllocator.Metric::hugePageMemory, tags, BaseUnits.BYTES);
+        gauge(registry, "rdma.allocator.page.size", "page size behind the chunk registered last", a,
+                RdmaByteBufAllocator.Metric::pageSize, tags, BaseUnits.BYTES);
         gauge(registry, "rdma.allocator.chunks", "registered chunks", a,
                 RdmaByteBufAllocator.Metric::chunkCount, tags, null);
     }

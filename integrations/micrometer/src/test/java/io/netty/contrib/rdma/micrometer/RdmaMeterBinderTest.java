@@ -78,6 +78,29 @@ class RdmaMeterBinderTest {
             assertThat(registry.get("rdma.allocator.memory.registered").gauge().value()).isPositive();
             assertThat(registry.get("rdma.loop.tcp.fallbacks").functionCounters()).hasSize(2)
                     .allSatisfy(c -> assertThat(c.count()).isZero());
+            assertThat(registry.get("rdma.allocator.page.size").gauge().value())
+                    .isEqualTo(RdmaByteBufAllocator.defaultAllocator().metric().pageSize()).isPositive();
+            assertThat(registry.get("rdma.allocator.memory.huge").gauge().value())
+                    .isEqualTo(RdmaByteBufAllocator.defaultAllocator().metric().hugePageMemory());
+            // process-wide: once, not per loop; at least the pool's chunk is pinned
+            assertThat(registry.get("rdma.memory.pinned").gauges()).hasSize(1);
+            assertThat(registry.get("rdma.memory.pinned").gauge().value())
+                    .isGreaterThanOrEqualTo(RdmaByteBufAllocator.defaultAllocator().metric().registeredMemory());
+            long limit = RdmaIoHandler.metric(group.next()).pinnedMemoryLimit();
+            double limitGauge = registry.get("rdma.memory.pinned.limit").gauge().value();
+            if (limit < 0) {
+                assertThat(limitGauge).isNaN();
+            } else {
+                assertThat(limitGauge).isEqualTo(limit);
+            }
+
+            // The device's packets: both ends are on it, so at least one per message each way, sent and received.
+            assertThat(registry.get("rdma.port.counter").tag("counter", "hw_counters/sent_pkts").gauge().value())
+                    .isGreaterThanOrEqualTo(2 * ECHOES);
+            assertThat(registry.get("rdma.port.counter").tag("counter", "hw_counters/rcvd_pkts").gauge().value())
+                    .isGreaterThanOrEqualTo(2 * ECHOES);
+            assertThat(registry.get("rdma.port.counter").tag("counter", "hw_counters/retry_rnr_exceeded_err")
+                    .gauge().value()).as("credits: never RNR").isZero();
 
             client.close().sync();
             assertThat(registry.find("rdma.channel.bytes.written").meters()).as("removed at close").isEmpty();

@@ -40,6 +40,10 @@ enum Transport {
         };
     }
 
+    /** The registered pool's pages ({@code -Dio.netty.contrib.rdma.bench.hugePages}, default AUTO), to compare. */
+    private static final RdmaIoHandlerConfig.HugePages HUGE_PAGES = RdmaIoHandlerConfig.HugePages.valueOf(
+            System.getProperty("io.netty.contrib.rdma.bench.hugePages", "AUTO"));
+
     static Transport of(String key) {
         for (Transport t : values()) {
             if (t.key().equals(key)) {
@@ -56,8 +60,8 @@ enum Transport {
 
     IoHandlerFactory ioHandlerFactory() {
         return switch (this) {
-            case RDMA_ADAPTIVE -> RdmaIoHandler.newFactory();
-            case RDMA_BUSY_POLL -> RdmaIoHandler.newFactory(RdmaIoHandlerConfig.spinning());
+            case RDMA_ADAPTIVE -> RdmaIoHandler.newFactory(new RdmaIoHandlerConfig().hugePages(HUGE_PAGES));
+            case RDMA_BUSY_POLL -> RdmaIoHandler.newFactory(RdmaIoHandlerConfig.spinning().hugePages(HUGE_PAGES));
             case EPOLL -> {
                 Epoll.ensureAvailability();
                 yield EpollIoHandler.newFactory();

@@ -2,7 +2,6 @@ package io.netty.contrib.channel.rdma.internal.memory;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 
 /**
  * A block of native memory registered once with the device. A pooled chunk is split into pages handed out as
@@ -22,6 +21,8 @@ final class Chunk {
     final MemorySegment memory;
     final long address;
     final long size;
+    /** The size of the pages backing the chunk: {@link #OS_PAGE_SIZE} or {@link #HUGE_PAGE_SIZE}. */
+    final long backingPageSize;
     final int lkey;
     private final MemoryRegistrar.Registration registration;
 
@@ -31,10 +32,11 @@ final class Chunk {
     final int pageCount;
     int freePages;
 
-    private Chunk(Arena arena, MemorySegment memory, MemoryRegistrar.Registration registration, int lkey,
-                  int pageSize) {
+    private Chunk(Arena arena, MemorySegment memory, long backingPageSize, MemoryRegistrar.Registration registration,
+                  int lkey, int pageSize) {
         this.arena = arena;
         this.memory = memory;
+        this.backingPageSize = backingPageSize;
         this.registration = registration;
         address = memory.address();
         size = memory.byteSize();
@@ -52,27 +54,25 @@ final class Chunk {
     }
 
     /**
-     * Allocates, touches and registers a chunk. {@code pageSize} is 0 for a dedicated chunk.
+     * Allocates, touches and registers a chunk on the pages {@code mode} asks for. {@code pageSize} is 0 for a
+     * dedicated chunk.
      *
      * @throws MemoryRegistrationException if the registrar refuses; nothing is left allocated
+     * @throws HugePagesUnavailableException if {@code mode} requires explicit huge pages and there are none
      */
-    static Chunk create(long size, int pageSize, MemoryRegistrar registrar, long alreadyRegistered) {
-        long alignment = size % HUGE_PAGE_SIZE == 0 ? HUGE_PAGE_SIZE : OS_PAGE_SIZE;
+    static Chunk create(long size, int pageSize, MemoryRegistrar registrar, long alreadyRegistered, PageMode mode) {
         Arena arena = Arena.ofShared();
         try {
-            MemorySegment memory = MappedMemory.map(arena, size, alignment);
-            // Registration pins the pages present now. A page first touched later (or shared copy-on-write with
-            // the zero page) would be replaced by a new physical page the device never sees: silent corruption.
-            for (long offset = 0; offset < size; offset += OS_PAGE_SIZE) {
-                memory.set(ValueLayout.JAVA_BYTE, offset, (byte) 0);
-            }
+            MappedMemory.Mapping mapping = MappedMemory.map(arena, size, mode);
+            MemorySegment memory = mapping.memory();
             MemoryRegistrar.Registration registration;
             try {
                 registration = registrar.register(memory);
             } catch (RuntimeException e) {
                 throw MemoryRegistrationException.of(size, alreadyRegistered, e);
             }
-            return new Chunk(arena, memory, registration, registration.lkey(), pageSize);
+            PinnedMemoryWatch.registered();
+            return new Chunk(arena, memory, mapping.pageSize(), registration, registration.lkey(), pageSize);
         } catch (Throwable t) {
             arena.close();
             throw t;
@@ -81,7 +81,7 @@ final class Chunk {
 
     /** Memory registered and freed by someone else (an {@link ExternalRegion}); never part of a pool. */
     static Chunk external(MemorySegment memory, int lkey) {
-        return new Chunk(null, memory, null, lkey, 0);
+        return new Chunk(null, memory, OS_PAGE_SIZE, null, lkey, 0);
     }
 
     boolean isDedicated() {

@@ -1,76 +1,54 @@
 package io.netty.contrib.channel.rdma.internal.memory;
 
-import java.io.IOException;
-import java.nio.file.Files;
-import java.nio.file.Path;
+import io.netty.contrib.channel.rdma.internal.verbs.ResourceLimits;
 
 /**
- * The device refused to register a chunk. The message names the locked-memory limit, the usual cause, and how to
- * raise it.
+ * The device refused to register memory. The message names the locked-memory limit, what the process has pinned
+ * against it, and how to raise it.
  */
 public final class MemoryRegistrationException extends RuntimeException {
 
     private static final long serialVersionUID = 1L;
-    private static final Path PROC_LIMITS = Path.of("/proc/self/limits");
+    private static final String FIX = "raise it with ulimit -l, LimitMEMLOCK= in the systemd unit, or --ulimit"
+            + " memlock=-1 in docker (or grant CAP_IPC_LOCK)";
 
     MemoryRegistrationException(String message, Throwable cause) {
         super(message, cause);
     }
 
     static MemoryRegistrationException of(long size, long alreadyRegistered, Throwable cause) {
-        return new MemoryRegistrationException(
-                message(size, alreadyRegistered, lockedMemoryLimit(readProcLimits()), cause), cause);
+        return new MemoryRegistrationException(message(size, formatSize(alreadyRegistered)
+                + " already registered by this allocator", PinnedMemory.snapshot(), cause), cause);
     }
 
     /** A registration outside the allocator failed, e.g. a connection's receive ring ({@code what}). */
     public static MemoryRegistrationException of(String what, long size, Throwable cause) {
-        return new MemoryRegistrationException(
-                message(size, what, lockedMemoryLimit(readProcLimits()), cause), cause);
+        return new MemoryRegistrationException(message(size, what, PinnedMemory.snapshot(), cause), cause);
     }
 
-    static String message(long size, long alreadyRegistered, String limit, Throwable cause) {
-        return message(size, formatSize(alreadyRegistered) + " already registered by this allocator", limit, cause);
-    }
-
-    static String message(long size, String context, String limit, Throwable cause) {
+    static String message(long size, String context, PinnedMemory.Snapshot pinned, Throwable cause) {
         StringBuilder sb = new StringBuilder("memory registration of ").append(formatSize(size))
-                .append(" failed (").append(context).append("): RLIMIT_MEMLOCK is ");
-        if (limit == null) {
-            sb.append("unknown; check it with ulimit -l");
-        } else if ("unlimited".equals(limit)) {
-            sb.append("unlimited, so the device or the kernel ran out of memory");
+                .append(" failed (").append(context).append("): ");
+        if (pinned.capIpcLock()) {
+            sb.append("RLIMIT_MEMLOCK does not apply (CAP_IPC_LOCK) and ").append(formatSize(pinned.pinned()))
+              .append(" is pinned, so the device or the kernel ran out of memory");
+        } else if (pinned.limit() == ResourceLimits.UNLIMITED) {
+            sb.append("RLIMIT_MEMLOCK is unlimited and ").append(formatSize(pinned.pinned()))
+              .append(" is pinned, so the device or the kernel ran out of memory");
         } else {
-            sb.append(formatSize(Long.parseLong(limit)))
-              .append("; raise it with ulimit -l (systemd: LimitMEMLOCK=, Docker: --ulimit memlock=-1)");
+            sb.append("RLIMIT_MEMLOCK is ").append(formatSize(pinned.limit())).append(" and this process has ")
+              .append(formatSize(pinned.pinned())).append(" pinned");
+            if (pinned.kernelPinned() > 0 && pinned.kernelPinned() != pinned.registered()) {
+                sb.append(" (").append(formatSize(pinned.registered())).append(" in memory regions, VmPin ")
+                  .append(formatSize(pinned.kernelPinned())).append(')');
+            }
+            sb.append("; ").append(FIX);
         }
         String reason = cause == null ? null : cause.getMessage();
         if (reason != null) {
             sb.append(": ").append(reason);
         }
         return sb.toString();
-    }
-
-    /** The soft "Max locked memory" limit from {@code /proc/self/limits}: bytes, "unlimited" or null if unknown. */
-    static String lockedMemoryLimit(String procLimits) {
-        if (procLimits == null) {
-            return null;
-        }
-        for (String line : procLimits.split("\n")) {
-            if (line.startsWith("Max locked memory")) {
-                String[] fields = line.substring("Max locked memory".length()).trim().split("\\s+");
-                return fields.length > 0 && (fields[0].equals("unlimited") || fields[0].matches("\\d+"))
-                        ? fields[0] : null;
-            }
-        }
-        return null;
-    }
-
-    private static String readProcLimits() {
-        try {
-            return Files.readString(PROC_LIMITS);
-        } catch (IOException | RuntimeException e) {
-            return null;
-        }
     }
 
     static String formatSize(long bytes) {

@@ -31,6 +31,7 @@ public final class RegisteredMemoryPool {
     private static final int CACHE_MAX_ENTRIES = 256;
 
     private final MemoryRegistrar registrar;
+    private final PageMode pageMode;
     private final int chunkSize;
     private final int maxPooledCapacity;
     private final int maxEmptyChunks;
@@ -51,6 +52,10 @@ public final class RegisteredMemoryPool {
 
     private volatile boolean closed;
     private volatile long registeredBytes;
+    /** Of {@link #registeredBytes}: the bytes on 2 MiB pages. */
+    private volatile long hugePageBytes;
+    /** The page size of the chunk created last; 0 before the first. */
+    private volatile long lastPageSize;
     private volatile int chunkCount;
     /** Chunks deregistered and freed while the pool was open (written under the lock). */
     private volatile long releasedChunks;
@@ -67,7 +72,21 @@ public final class RegisteredMemoryPool {
      * @param maxEmptyChunks    empty pooled chunks kept registered for reuse
      */
     public RegisteredMemoryPool(MemoryRegistrar registrar, int chunkSize, int maxPooledCapacity, int maxEmptyChunks) {
+        this(registrar, chunkSize, maxPooledCapacity, maxEmptyChunks, PageMode.AUTO);
+    }
+
+    /**
+     * @param pageMode the pages behind the chunks; {@link PageMode#EXPLICIT} needs a {@code chunkSize} of at least
+     *                 2 MiB
+     */
+    public RegisteredMemoryPool(MemoryRegistrar registrar, int chunkSize, int maxPooledCapacity, int maxEmptyChunks,
+                                PageMode pageMode) {
         this.registrar = checkNotNull(registrar, "registrar");
+        this.pageMode = checkNotNull(pageMode, "pageMode");
+        if (pageMode == PageMode.EXPLICIT && chunkSize % Chunk.HUGE_PAGE_SIZE != 0) {
+            throw new IllegalArgumentException("chunkSize: " + chunkSize + " (expected: a multiple of 2 MiB for"
+                    + " explicit huge pages)");
+        }
         this.chunkSize = chunkSize;
         this.maxPooledCapacity = maxPooledCapacity;
         this.maxEmptyChunks = maxEmptyChunks;
@@ -247,9 +266,9 @@ public final class RegisteredMemoryPool {
                 return chunk;
             }
         }
-        Chunk chunk = Chunk.create(chunkSize, PAGE_SIZE, registrar, registeredBytes);
+        Chunk chunk = Chunk.create(chunkSize, PAGE_SIZE, registrar, registeredBytes, pageMode);
         pooledChunks.add(chunk);
-        registered(chunk.size, 1);
+        registered(chunk, 1);
         takenPage = chunk.allocatePages(pages);
         return chunk;
     }
@@ -265,24 +284,31 @@ public final class RegisteredMemoryPool {
 
     private synchronized Chunk allocateDedicated(int capacity) {
         ensureOpen();
-        long size = capacity >= Chunk.HUGE_PAGE_SIZE
+        long size = capacity >= Chunk.HUGE_PAGE_SIZE || pageMode == PageMode.EXPLICIT
                 ? roundUp(capacity, Chunk.HUGE_PAGE_SIZE) : roundUp(capacity, Chunk.OS_PAGE_SIZE);
-        Chunk chunk = Chunk.create(size, 0, registrar, registeredBytes);
+        Chunk chunk = Chunk.create(size, 0, registrar, registeredBytes, pageMode);
         dedicatedChunks.add(chunk);
-        registered(chunk.size, 1);
+        registered(chunk, 1);
         takenBytes += Math.min(chunk.size, Integer.MAX_VALUE); // the buffer's slot length, which free() gives back
         return chunk;
     }
 
     private void destroy(Chunk chunk) {
-        registered(-chunk.size, -1);
+        registered(chunk, -1);
         releasedChunks++;
         chunk.free();
     }
 
-    private void registered(long bytes, int chunks) {
-        registeredBytes += bytes;
-        chunkCount += chunks;
+    /** A chunk was registered ({@code +1}) or is about to be freed ({@code -1}). Holds the lock. */
+    private void registered(Chunk chunk, int sign) {
+        registeredBytes += sign * chunk.size;
+        if (chunk.backingPageSize == Chunk.HUGE_PAGE_SIZE) {
+            hugePageBytes += sign * chunk.size;
+        }
+        if (sign > 0) {
+            lastPageSize = chunk.backingPageSize;
+        }
+        chunkCount += sign;
     }
 
     private void link(Slab slab) {
@@ -347,7 +373,7 @@ public final class RegisteredMemoryPool {
         emptyChunks = 0;
         RuntimeException failure = null;
         for (Chunk chunk : all) {
-            registered(-chunk.size, -1);
+            registered(chunk, -1);
             try {
                 chunk.free();
             } catch (RuntimeException e) {
@@ -381,6 +407,23 @@ public final class RegisteredMemoryPool {
     /** Bytes currently registered with the device, cached and free slots included. */
     public long registeredMemory() {
         return registeredBytes;
+    }
+
+    /** Of {@link #registeredMemory()}: the bytes on 2 MiB pages (explicit or transparent huge pages). */
+    public long hugePageMemory() {
+        return hugePageBytes;
+    }
+
+    /**
+     * The size of the pages that back the chunk registered last (2 MiB or 4 KiB), as obtained, not as asked for;
+     * 0 before the first chunk.
+     */
+    public long pageSize() {
+        return lastPageSize;
+    }
+
+    public PageMode pageMode() {
+        return pageMode;
     }
 
     /** Chunks currently registered, pooled and dedicated. */

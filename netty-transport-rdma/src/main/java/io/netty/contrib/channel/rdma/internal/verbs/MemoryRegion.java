@@ -1,9 +1,13 @@
 package io.netty.contrib.channel.rdma.internal.verbs;
 
 import java.lang.foreign.MemorySegment;
+import java.util.concurrent.atomic.AtomicLong;
 
 /** A registered memory region ({@code struct ibv_mr}): the memory, its lkey and rkey. */
 public final class MemoryRegion extends NativeObject {
+    private static final long PAGE = 4096;
+    /** Bytes of the pages the process's live regions span, as the kernel counts them against RLIMIT_MEMLOCK. */
+    private static final AtomicLong PINNED = new AtomicLong();
     private final MemorySegment memory;
     private final long addr;
     private final long length;
@@ -21,6 +25,26 @@ public final class MemoryRegion extends NativeObject {
         this.length = (long) IbvMr.LENGTH.get(pointer, 0L);
         this.lkey = (int) IbvMr.LKEY.get(pointer, 0L);
         this.rkey = (int) IbvMr.RKEY.get(pointer, 0L);
+        PINNED.addAndGet(pinnedBytes(addr, length));
+    }
+
+    /**
+     * Bytes the memory regions this process has registered (and not yet deregistered) pin: every page they span,
+     * counted per region as the kernel's {@code ib_umem_get} counts them in {@code pinned_vm} ({@code VmPin})
+     * against {@code RLIMIT_MEMLOCK}.
+     */
+    public static long pinnedBytes() {
+        return PINNED.get();
+    }
+
+    /** The bytes of the 4 KiB pages {@code [addr, addr + length)} spans. */
+    static long pinnedBytes(long addr, long length) {
+        if (length == 0) {
+            return 0;
+        }
+        long first = addr & -PAGE;
+        long end = (addr + length + PAGE - 1) & -PAGE;
+        return end - first;
     }
 
     /** The registered memory. */
@@ -81,5 +105,6 @@ public final class MemoryRegion extends NativeObject {
                             ? "memory windows may still be bound to the region: invalidate or close them first"
                             : null);
         }
+        PINNED.addAndGet(-pinnedBytes(addr, length));
     }
 }

@@ -14,8 +14,8 @@ class ChunkTest {
 
     @Test
     void isAlignedTouchedThenRegistered() {
-        Chunk huge = Chunk.create(4L << 20, PAGE, registrar, 0);
-        Chunk small = Chunk.create(3 * 4096, 0, registrar, 0);
+        Chunk huge = Chunk.create(4L << 20, PAGE, registrar, 0, PageMode.AUTO);
+        Chunk small = Chunk.create(3 * 4096, 0, registrar, 0, PageMode.AUTO);
         assertThat(huge.address % Chunk.HUGE_PAGE_SIZE).isZero();
         assertThat(small.address % Chunk.OS_PAGE_SIZE).isZero();
         assertThat(registrar.notResidentAtRegistration()).isZero();
@@ -32,14 +32,14 @@ class ChunkTest {
     @Test
     void registrationFailureFreesTheMemory() {
         registrar.failWith(() -> new RuntimeException("ENOMEM"));
-        assertThatThrownBy(() -> Chunk.create(1L << 20, PAGE, registrar, 0))
+        assertThatThrownBy(() -> Chunk.create(1L << 20, PAGE, registrar, 0, PageMode.AUTO))
                 .isInstanceOf(MemoryRegistrationException.class)
                 .hasMessageStartingWith("memory registration of 1 MiB failed");
     }
 
     @Test
     void runsAreAlignedToTheirSize() {
-        Chunk chunk = Chunk.create(8L << 20, PAGE, registrar, 0); // 128 pages
+        Chunk chunk = Chunk.create(8L << 20, PAGE, registrar, 0, PageMode.AUTO); // 128 pages
         assertThat(chunk.allocatePages(1)).isZero();
         assertThat(chunk.allocatePages(4)).isEqualTo(4);
         assertThat(chunk.allocatePages(2)).isEqualTo(2);
@@ -61,7 +61,7 @@ class ChunkTest {
 
     @Test
     void slabHandsOutEverySlotOnce() {
-        Chunk chunk = Chunk.create(1L << 20, PAGE, registrar, 0);
+        Chunk chunk = Chunk.create(1L << 20, PAGE, registrar, 0, PageMode.AUTO);
         for (int size : new int[] { 64, 256, 4096, 32768 }) {
             Slab slab = new Slab(chunk, 3, PAGE);
             slab.init(RegisteredMemoryPool.sizeClass(size), size, PAGE);
@@ -89,11 +89,11 @@ class ChunkTest {
     void freedChunksGiveTheirPagesBackToTheSystem() throws Exception {
         // One chunk freed first: with malloc'ed chunks, glibc then keeps blocks of that size in its heaps, and
         // freeing them left them resident.
-        Chunk.create(4L << 20, PAGE, registrar, 0).free();
+        Chunk.create(4L << 20, PAGE, registrar, 0, PageMode.AUTO).free();
         long before = residentBytes();
         java.util.List<Chunk> chunks = new java.util.ArrayList<>();
         for (int i = 0; i < 16; i++) {
-            chunks.add(Chunk.create(4L << 20, PAGE, registrar, 0));
+            chunks.add(Chunk.create(4L << 20, PAGE, registrar, 0, PageMode.AUTO));
         }
         long grown = residentBytes();
         chunks.forEach(Chunk::free);
