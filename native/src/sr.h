@@ -127,10 +127,17 @@ struct sr_mw {
 	struct sr_qp *qp;               /* type 2: the QP it is bound to (a reference is held) */
 };
 
+/*
+ * ibv.fd is an epoll set of the event pipe and the channel's doorbell (an
+ * eventfd that same-host peers signal when they write to a ring while a CQ
+ * of this channel is armed): a thread blocked on the channel wakes for
+ * either, and ibv_get_cq_event receives for itself when it is the doorbell.
+ */
 struct sr_comp_channel {
 	struct ibv_comp_channel ibv;
 	uint32_t magic;
-	int wfd;                        /* write end; ibv.fd is the read end */
+	int rfd, wfd;                   /* the event pipe: one CQ pointer per event */
+	int slot;                       /* doorbell slot: bit (1 << slot) in the rings' rd_db */
 	atomic_int users;               /* CQs attached */
 };
 
@@ -387,7 +394,15 @@ SR_HIDDEN int sr_net_poll(bool busy);
 /* a busy poll_cq found nothing / found completions (yields the CPU to others after a while) */
 SR_HIDDEN void sr_net_poll_empty(void);
 SR_HIDDEN void sr_net_poll_found(void);
-SR_HIDDEN void sr_net_stop_polling(void);
+/* a thread armed a CQ (of a channel on doorbell slot `slot`, or -1) and is about to wait */
+SR_HIDDEN void sr_net_stop_polling(int slot);
+/* the process's doorbell eventfds (SR_DB_SLOTS, made once), handed to same-host peers */
+SR_HIDDEN int sr_doorbell_fds(int *fds);
+/* a CQ of a channel on doorbell slot `slot` is armed: the rings ring it; true if messages came in */
+SR_HIDDEN bool sr_net_arm_doorbell(int slot);
+/* no CQ waits on the doorbells of slot any more: the progress thread watches the rings again
+ * (release: the slot's bit goes too) */
+SR_HIDDEN void sr_net_doorbell_done(int slot, bool release);
 
 /* engines */
 SR_HIDDEN void sr_req_progress(struct sr_qp *qp);

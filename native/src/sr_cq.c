@@ -2,11 +2,54 @@
 /* Completion queues and completion channels. */
 #define _GNU_SOURCE
 #include "sr.h"
+#include "sr_shm.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+/*
+ * Doorbells: SR_DB_SLOTS eventfds per process, handed to every same-host
+ * peer with the rings. Channels take the slots in turn; a ring rings the
+ * slots whose bits a waiting thread set (sr_net_arm_doorbell), so the thread
+ * blocked on the channel is woken by the writer itself, with no progress
+ * thread in between. db_armed counts the armed CQs of each slot's channels
+ * (under the CQs' locks): while it is non-zero the slot keeps the rings.
+ */
+static int db_fd[SR_DB_SLOTS];
+static int db_err;
+static pthread_once_t db_once = PTHREAD_ONCE_INIT;
+static atomic_int db_armed[SR_DB_SLOTS];
+static atomic_uint db_next;
+
+static void db_init(void)
+{
+	for (int i = 0; i < SR_DB_SLOTS; i++) {
+		db_fd[i] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (db_fd[i] < 0) {
+			db_err = errno;
+			while (i--)
+				close(db_fd[i]);
+			return;
+		}
+	}
+}
+
+int sr_doorbell_fds(int *fds)
+{
+	pthread_once(&db_once, db_init);
+	if (db_err) {
+		errno = db_err;
+		return -1;
+	}
+	memcpy(fds, db_fd, sizeof(db_fd));
+	return 0;
+}
 
 static bool is_cq(struct ibv_cq *cq)
 {
@@ -16,7 +59,8 @@ static bool is_cq(struct ibv_cq *cq)
 SR_EXPORT struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *ctx)
 {
 	struct sr_comp_channel *ch;
-	int p[2];
+	struct epoll_event ev = { .events = EPOLLIN };
+	int p[2], db[SR_DB_SLOTS], ep, err;
 
 	if (!ctx || ctx->abi_compat != __VERBS_ABI_IS_EXTENDED) {
 		errno = EINVAL;
@@ -27,15 +71,33 @@ SR_EXPORT struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *c
 		errno = ENOMEM;
 		return NULL;
 	}
-	/* a pipe carries one CQ pointer per event: pollable, blocking unless O_NONBLOCK */
-	if (pipe2(p, O_CLOEXEC)) {
+	if (sr_doorbell_fds(db)) {
 		free(ch);
 		return NULL;
 	}
-	fcntl(p[1], F_SETFL, O_NONBLOCK);
+	/* the pipe carries one CQ pointer per event; ibv_get_cq_event blocks in poll on ibv.fd
+	 * unless the application made that O_NONBLOCK */
+	if (pipe2(p, O_CLOEXEC | O_NONBLOCK)) {
+		free(ch);
+		return NULL;
+	}
+	ch->slot = (int)(atomic_fetch_add(&db_next, 1) % SR_DB_SLOTS);
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev) ||
+	    epoll_ctl(ep, EPOLL_CTL_ADD, db[ch->slot], &ev)) {
+		err = errno;
+		if (ep >= 0)
+			close(ep);
+		close(p[0]);
+		close(p[1]);
+		free(ch);
+		errno = err;
+		return NULL;
+	}
 	ch->ibv.context = ctx;
-	ch->ibv.fd = p[0];
+	ch->ibv.fd = ep;
 	ch->ibv.refcnt = 0;
+	ch->rfd = p[0];
 	ch->wfd = p[1];
 	ch->magic = SR_MAGIC_CH;
 	sr_count(SR_K_COMP_CHANNEL, 1);
@@ -45,6 +107,7 @@ SR_EXPORT struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *c
 SR_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *ibch)
 {
 	struct sr_comp_channel *ch = (struct sr_comp_channel *)ibch;
+	void *p;
 
 	if (!ibch || ch->magic != SR_MAGIC_CH)
 		return EINVAL;
@@ -55,18 +118,15 @@ SR_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *ibch)
 	 * Events nobody read may name CQs destroyed since (kept as zombies until their events are read, see
 	 * ibv_destroy_cq): read them now so those CQs are freed, not leaked.
 	 */
-	if (fcntl(ch->ibv.fd, F_SETFL, fcntl(ch->ibv.fd, F_GETFL) | O_NONBLOCK) == 0) {
-		void *p;
+	while (read(ch->rfd, &p, sizeof(p)) == (ssize_t)sizeof(p)) {
+		struct sr_cq *c = p;
 
-		while (read(ch->ibv.fd, &p, sizeof(p)) == (ssize_t)sizeof(p)) {
-			struct sr_cq *c = p;
-
-			if (atomic_fetch_sub(&c->ev_pending, 1) == 1 && atomic_load(&c->zombie) &&
-			    atomic_exchange(&c->zombie, false))
-				free(c);
-		}
+		if (atomic_fetch_sub(&c->ev_pending, 1) == 1 && atomic_load(&c->zombie) &&
+		    atomic_exchange(&c->zombie, false))
+			free(c);
 	}
 	close(ch->ibv.fd);
+	close(ch->rfd);
 	close(ch->wfd);
 	sr_count(SR_K_COMP_CHANNEL, -1);
 	free(ch);
@@ -150,6 +210,15 @@ SR_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 		pthread_cond_wait(&ibcq->cond, &ibcq->mutex);
 	cq->magic = SR_MAGIC_DEAD;
 	pthread_mutex_unlock(&ibcq->mutex);
+	pthread_mutex_lock(&cq->lock);
+	if (cq->armed && cq->chan && atomic_fetch_sub(&db_armed[cq->chan->slot], 1) == 1) {
+		cq->armed = 0;
+		pthread_mutex_unlock(&cq->lock);
+		sr_net_doorbell_done(cq->chan->slot, true);
+	} else {
+		cq->armed = 0;
+		pthread_mutex_unlock(&cq->lock);
+	}
 	if (cq->chan)
 		atomic_fetch_sub(&cq->chan->users, 1);
 	pthread_mutex_destroy(&cq->lock);
@@ -216,6 +285,9 @@ void sr_cq_push(struct sr_cq *cq, const struct ibv_wc *wc, bool solicited)
 		if (cq->armed == 1 || (cq->armed == 2 && (solicited || wc->status != IBV_WC_SUCCESS))) {
 			cq->armed = 0;
 			notify = true;
+			/* the doorbell's rings are handed back by the thread that takes the event */
+			if (cq->chan)
+				atomic_fetch_sub(&db_armed[cq->chan->slot], 1);
 		}
 	}
 	pthread_mutex_unlock(&cq->lock);
@@ -273,29 +345,30 @@ int sr_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 	if (!is_cq(ibcq))
 		return EINVAL;
 	pthread_mutex_lock(&cq->lock);
+	if (!cq->armed && cq->chan)
+		atomic_fetch_add(&db_armed[cq->chan->slot], 1);
 	/* an earlier "any" request is not weakened by a solicited-only one */
 	if (cq->armed != 1)
 		cq->armed = solicited_only ? 2 : 1;
 	pthread_mutex_unlock(&cq->lock);
-	sr_net_stop_polling();
+	sr_net_stop_polling(cq->chan ? cq->chan->slot : -1);
 	return 0;
 }
 
-SR_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *ibch, struct ibv_cq **cq, void **cq_context)
+/* the next event in the pipe: 1 (*out set), 0 none yet, -1 error */
+static int take_event(struct sr_comp_channel *ch, struct sr_cq **out)
 {
-	struct sr_comp_channel *ch = (struct sr_comp_channel *)ibch;
-	struct sr_cq *c;
 	void *p;
 	ssize_t n;
 	bool live;
 
-	if (!ibch || ch->magic != SR_MAGIC_CH || !cq || !cq_context) {
-		errno = EINVAL;
-		return -1;
-	}
 	for (;;) {
-		n = read(ibch->fd, &p, sizeof(p));
+		struct sr_cq *c;
+
+		n = read(ch->rfd, &p, sizeof(p));
 		if (n != sizeof(p)) {
+			if (n < 0 && errno == EAGAIN)
+				return 0;
 			if (n >= 0)
 				errno = EIO;
 			return -1;
@@ -313,9 +386,72 @@ SR_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *ibch, struct ibv_cq **cq
 				free(c);
 			continue;
 		}
-		if (live)
-			break;
+		if (live) {
+			*out = c;
+			return 1;
+		}
 	}
+}
+
+/*
+ * No event in the pipe: the doorbell may have rung (a same-host peer wrote to
+ * a ring while a CQ of ours was armed). The messages are received here, in
+ * the waiting thread; an event they produce is in the pipe afterwards.
+ * Returns true if messages were handled or one arrived while the rings were
+ * re-armed for the slot's armed CQs (look at the pipe again).
+ */
+static bool doorbell_receive(struct sr_comp_channel *ch)
+{
+	uint64_t v;
+
+	if (read(db_fd[ch->slot], &v, sizeof(v)) < 0 && errno != EAGAIN)
+		sr_dbg("doorbell read: %s", strerror(errno));
+	if (sr_net_poll(false) > 0)
+		return true;
+	/* the ringing peer took the slot's bit: a CQ still armed needs it back */
+	return atomic_load(&db_armed[ch->slot]) > 0 && sr_net_arm_doorbell(ch->slot);
+}
+
+SR_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *ibch, struct ibv_cq **cq, void **cq_context)
+{
+	struct sr_comp_channel *ch = (struct sr_comp_channel *)ibch;
+	struct sr_cq *c = NULL;
+	int r;
+
+	if (!ibch || ch->magic != SR_MAGIC_CH || !cq || !cq_context) {
+		errno = EINVAL;
+		return -1;
+	}
+	for (;;) {
+		struct pollfd pfd = { .fd = ibch->fd, .events = POLLIN };
+		int fl;
+
+		r = take_event(ch, &c);
+		if (r)
+			break;
+		if (doorbell_receive(ch))
+			continue;
+		fl = fcntl(ibch->fd, F_GETFL);
+		if (fl < 0 || (fl & O_NONBLOCK)) {
+			if (fl >= 0)
+				errno = EAGAIN;
+			r = -1;
+			break;
+		}
+		/* as a read of the kernel's event file: a signal ends the wait */
+		if (poll(&pfd, 1, -1) < 0) {
+			r = -1;
+			break;
+		}
+	}
+	if (atomic_load(&db_armed[ch->slot]) == 0) {
+		int err = errno;
+
+		sr_net_doorbell_done(ch->slot, false);
+		errno = err;
+	}
+	if (r < 0)
+		return -1;
 	*cq = &c->ibv;
 	*cq_context = c->ibv.cq_context;
 	return 0;

@@ -530,6 +530,15 @@ static bool peer_is(int fd, int pid)
 	       cr.uid == getuid();
 }
 
+/* the peer's eventfd and doorbells (fds[0], fds[1..n)), owned by s from here on */
+static void shm_take_peer_fds(struct sr_shm *s, const int *fds, int n)
+{
+	s->peer_efd = n > 0 ? fds[0] : -1;
+	s->n_peer_db = 0;
+	for (int i = 1; i < n && i <= SR_DB_SLOTS; i++)
+		s->peer_db[s->n_peer_db++] = fds[i];
+}
+
 /* rlock held (or c not reachable yet): the rings are in place */
 static void shm_publish(struct sr_conn *c, uint32_t inst)
 {
@@ -557,7 +566,7 @@ static struct sr_conn *shm_connect(uint32_t inst, int pid)
 	struct pollfd pfd = { .events = POLLIN };
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
 	struct sr_conn *c;
-	int fd, memfd = -1, fds[2], nfds = 1;
+	int fd, memfd = -1, fds[SR_SHM_MAX_FDS], rfds[1 + SR_DB_SLOTS], nfds = 1 + SR_DB_SLOTS;
 
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -569,12 +578,16 @@ static struct sr_conn *shm_connect(uint32_t inst, int pid)
 	s.my_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	fds[0] = memfd;
 	fds[1] = s.my_efd;
-	if (s.my_efd < 0 || sr_shm_send_fds(fd, &h, sizeof(h), fds, 2))
+	if (s.my_efd < 0 || sr_doorbell_fds(fds + 2) ||
+	    sr_shm_send_fds(fd, &h, sizeof(h), fds, SR_SHM_MAX_FDS))
 		goto fail;
 	pfd.fd = fd;
 	if (poll(&pfd, 1, CONNECT_TIMEOUT_MS) != 1 ||
-	    sr_shm_recv_fds(fd, &r, sizeof(r), &s.peer_efd, &nfds) != sizeof(r) || nfds != 1 ||
-	    r.magic != SR_WIRE_MAGIC || r.op != SR_OP_HELLO || r.syndrome != inst)
+	    sr_shm_recv_fds(fd, &r, sizeof(r), rfds, &nfds) < 0)
+		goto fail;
+	shm_take_peer_fds(&s, rfds, nfds);
+	if (nfds != 1 + SR_DB_SLOTS || r.magic != SR_WIRE_MAGIC || r.op != SR_OP_HELLO ||
+	    r.syndrome != inst)
 		goto fail;
 	close(memfd);
 	memfd = -1;
@@ -605,13 +618,13 @@ fail:
 void shm_accept_hello(struct sr_conn *c)
 {
 	struct sr_hdr h, r = { .magic = SR_WIRE_MAGIC, .op = SR_OP_HELLO, .syndrome = my_inst };
-	int fds[2], nfds = 2, pid = 0;
+	int fds[SR_SHM_MAX_FDS], nfds = SR_SHM_MAX_FDS, pid = 0, mine[1 + SR_DB_SLOTS];
 	ssize_t n = sr_shm_recv_fds(c->fd, &h, sizeof(h), fds, &nfds);
 	const char *why = "bad handshake";
 
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	if (n != sizeof(h) || nfds != 2 || h.magic != SR_WIRE_MAGIC || h.op != SR_OP_HELLO ||
+	if (n != sizeof(h) || nfds != SR_SHM_MAX_FDS || h.magic != SR_WIRE_MAGIC || h.op != SR_OP_HELLO ||
 	    h.dst_qpn != my_inst || h.syndrome == 0 || h.syndrome > SR_MAX_INSTANCES)
 		goto fail;
 	why = "handshake from a process that does not hold the instance's registry entry";
@@ -622,10 +635,12 @@ void shm_accept_hello(struct sr_conn *c)
 		goto fail;
 	close(fds[0]);
 	fds[0] = -1;
-	c->shm.peer_efd = fds[1];
-	fds[1] = -1;
+	shm_take_peer_fds(&c->shm, fds + 1, nfds - 1);
+	nfds = 0;
 	c->shm.my_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (c->shm.my_efd < 0 || sr_shm_send_fds(c->fd, &r, sizeof(r), &c->shm.my_efd, 1))
+	mine[0] = c->shm.my_efd;
+	if (c->shm.my_efd < 0 || sr_doorbell_fds(mine + 1) ||
+	    sr_shm_send_fds(c->fd, &r, sizeof(r), mine, 1 + SR_DB_SLOTS))
 		goto fail;
 	shm_publish(c, h.syndrome);
 	sr_dbg("instance %u connected (shared memory)", h.syndrome);

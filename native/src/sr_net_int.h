@@ -51,6 +51,7 @@ struct sr_conn {
 	bool is_unix;
 	atomic_bool shm_ready;          /* rings mapped (set once, under rlock) */
 	atomic_bool peer_gone;          /* stops threads waiting on the rings */
+	uint32_t scan_head;             /* rx head at the progress thread's last timer scan */
 	struct sr_shm shm;
 };
 

@@ -35,27 +35,88 @@ static int net_err;
 _Atomic uint64_t last_poll_ns;
 atomic_int tcp_parked;           /* TCP connections with EPOLLIN off (progress thread) */
 
+static inline bool ring_live(struct sr_conn *c)
+{
+	return c->is_unix && atomic_load_explicit(&c->shm_ready, memory_order_acquire) &&
+	       !atomic_load_explicit(&c->dead, memory_order_relaxed);
+}
+
 /*
  * A thread armed a CQ and is about to sleep: the progress thread must receive
- * again. The rings ask for wakeups right here, so the progress thread, which
- * sleeps in epoll with the rings' eventfds in its set, need not be woken just
- * to ask for them (one context switch less per blocking wait); parked TCP
- * connections, or a ring that has a message already, still need it.
+ * again, or, for a CQ with a completion channel, the channel's doorbell
+ * covers the rings (sr_net_arm_doorbell): the writer then wakes the waiting
+ * thread itself, which receives, and the progress thread stays asleep. The
+ * rings without a doorbell ask for the progress thread's wakeups right here,
+ * so the progress thread, which sleeps in epoll with the rings' eventfds in
+ * its set, need not be woken just to ask for them; parked TCP connections, or
+ * a ring that has a message already, still need it.
  */
-void sr_net_stop_polling(void)
+void sr_net_stop_polling(int slot)
 {
-	bool kick;
+	bool kick, polled = atomic_exchange(&last_poll_ns, 0) != 0;
 
-	if (!atomic_exchange(&last_poll_ns, 0))
+	if (slot >= 0) {
+		if (sr_net_arm_doorbell(slot))
+			sr_net_poll(false);
+		if (polled && atomic_load(&tcp_parked) > 0)
+			sr_net_kick_timer();
+		return;
+	}
+	if (!polled)
 		return;
 	kick = atomic_load(&tcp_parked) > 0;
 	for (struct sr_conn *c = atomic_load(&all_conns); c && !kick; c = c->all_next) {
-		if (c->is_unix && !atomic_load(&c->dead) && atomic_load(&c->shm_ready) &&
-		    sr_shm_arm_rx(&c->shm, sizeof(struct sr_hdr)))
+		if (ring_live(c) && sr_shm_arm_rx(&c->shm, sizeof(struct sr_hdr)))
 			kick = true;
 	}
 	if (kick)
 		sr_net_kick_timer();
+}
+
+bool sr_net_arm_doorbell(int slot)
+{
+	bool there = false;
+
+	for (struct sr_conn *c = atomic_load(&all_conns); c; c = c->all_next) {
+		if (ring_live(c) && sr_shm_arm_db(&c->shm, 1u << slot, sizeof(struct sr_hdr)))
+			there = true;
+	}
+	return there;
+}
+
+/*
+ * No CQ of the slot is armed any more: the progress thread covers the rings
+ * again. Its wakeup is asked for first; what came in meanwhile is read here.
+ * The slot's bit goes only with `release` (its last armed CQ was destroyed):
+ * after an event the bit stays, so the first message that arrives before the
+ * thread that took the event arms again rings the doorbell, which costs no
+ * wake-up (nobody sleeps on it; the thread finds the fd readable when it next
+ * waits), instead of waking the progress thread. A second message finds the
+ * bit gone and wakes the progress thread as before.
+ */
+void sr_net_doorbell_done(int slot, bool release)
+{
+	bool there = false;
+
+	for (struct sr_conn *c = atomic_load(&all_conns); c; c = c->all_next) {
+		struct sr_ring_ctl *r;
+
+		if (!ring_live(c))
+			continue;
+		r = c->shm.rx;
+		if (!atomic_load_explicit(&r->rd_ev, memory_order_relaxed) &&
+		    sr_shm_arm_rx(&c->shm, sizeof(struct sr_hdr)))
+			there = true;
+		if (!release ||
+		    !(atomic_load_explicit(&r->rd_db, memory_order_relaxed) & (1u << slot)))
+			continue;
+		atomic_fetch_and(&r->rd_db, ~(1u << slot));
+		atomic_thread_fence(memory_order_seq_cst);
+		if (sr_shm_rx_avail(&c->shm) >= sizeof(struct sr_hdr))
+			there = true;
+	}
+	if (there)
+		sr_net_poll(false);
 }
 
 void sr_net_kick_timer(void)
@@ -167,6 +228,9 @@ static bool shm_arm_all(bool pollers, bool linger, int *got)
 	for (struct sr_conn *c = atomic_load(&all_conns); c; c = c->all_next) {
 		if (!c->is_unix || atomic_load(&c->dead) || !atomic_load(&c->shm_ready))
 			continue;
+		/* a thread blocked on a completion channel receives for itself when the doorbell rings */
+		if (!pollers && sr_shm_db_armed(&c->shm))
+			continue;
 		if (pollers || linger) {
 			sr_shm_disarm_rx(&c->shm);
 			unarmed = true;
@@ -187,6 +251,30 @@ static bool shm_arm_all(bool pollers, bool linger, int *got)
 	return unarmed;
 }
 
+/*
+ * At each timer scan (at least every 100 ms): a ring that a doorbell covers
+ * and whose messages nobody read since the last scan is read here. The
+ * thread that armed the CQ may not wait on its channel yet (it computes),
+ * while a peer waits for an ACK or a READ response; and the timers must see
+ * the responses that came in before they retry.
+ */
+static void doorbell_rescue(void)
+{
+	for (struct sr_conn *c = atomic_load(&all_conns); c; c = c->all_next) {
+		uint32_t head;
+
+		if (!ring_live(c) || !sr_shm_db_armed(&c->shm))
+			continue;
+		head = c->shm.rx_head;
+		if (sr_shm_rx_avail(&c->shm) >= sizeof(struct sr_hdr) && head == c->scan_head &&
+		    !pthread_mutex_trylock(&c->rlock)) {
+			shm_input(c);
+			pthread_mutex_unlock(&c->rlock);
+		}
+		c->scan_head = c->shm.rx_head;
+	}
+}
+
 /* lingering: a short spin on the rings (loads only), then the CPU is offered to others */
 static void linger_pause(void)
 {
@@ -194,8 +282,7 @@ static void linger_pause(void)
 
 	do {
 		for (struct sr_conn *c = atomic_load(&all_conns); c; c = c->all_next) {
-			if (c->is_unix && atomic_load_explicit(&c->shm_ready, memory_order_acquire) &&
-			    !atomic_load_explicit(&c->dead, memory_order_relaxed) &&
+			if (ring_live(c) && !sr_shm_db_armed(&c->shm) &&
 			    sr_shm_rx_avail(&c->shm) >= sizeof(struct sr_hdr))
 				return;
 		}
@@ -222,6 +309,7 @@ static void *progress(void *unused)
 		if (now >= next_scan) {
 			struct scan_arg a = { now, now + 100000000ull };
 
+			doorbell_rescue();
 			sr_qp_foreach(scan_qp, &a);
 			next_scan = a.next;
 		}

@@ -9,7 +9,9 @@
  * reader roles (wlock / rlock, sr_net_int.h) make sure of that. A busy poller
  * of the receiving process reads a ring directly; a sleeping side is woken
  * only when it said so in the ring's wait flags: by futex(2) for a thread
- * waiting inside a message, by the eventfd for the progress thread.
+ * waiting inside a message, by the eventfd for the progress thread, by the
+ * doorbells of its completion channels for threads blocked on them (those
+ * take precedence: the woken thread reads the ring itself).
  */
 #define _GNU_SOURCE
 #include "sr_shm.h"
@@ -123,6 +125,9 @@ void sr_shm_detach(struct sr_shm *s)
 	if (s->peer_efd >= 0)
 		close(s->peer_efd);
 	s->my_efd = s->peer_efd = -1;
+	for (int i = 0; i < s->n_peer_db; i++)
+		close(s->peer_db[i]);
+	s->n_peer_db = 0;
 }
 
 /* ---- consumer ----------------------------------------------------------------- */
@@ -194,6 +199,20 @@ bool sr_shm_arm_rx(struct sr_shm *s, uint32_t min)
 	return sr_shm_rx_avail(s) >= min;
 }
 
+bool sr_shm_arm_db(struct sr_shm *s, uint32_t bits, uint32_t min)
+{
+	/* an RMW only when a bit is missing: re-arming a covered ring touches no shared line */
+	if ((atomic_load_explicit(&s->rx->rd_db, memory_order_relaxed) & bits) != bits)
+		atomic_fetch_or(&s->rx->rd_db, bits);
+	atomic_thread_fence(memory_order_seq_cst);
+	return sr_shm_rx_avail(s) >= min;
+}
+
+bool sr_shm_db_armed(struct sr_shm *s)
+{
+	return atomic_load_explicit(&s->rx->rd_db, memory_order_relaxed) != 0;
+}
+
 void sr_shm_disarm_rx(struct sr_shm *s)
 {
 	if (atomic_load_explicit(&s->rx->rd_ev, memory_order_relaxed))
@@ -230,6 +249,20 @@ void sr_shm_tx_publish(struct sr_shm *s)
 	atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load_explicit(&r->rd_fx, memory_order_relaxed) && atomic_exchange(&r->rd_fx, 0))
 		futex_wake(&r->tail);
+	/*
+	 * A thread blocked on a completion channel reads the ring itself when its
+	 * doorbell rings; the progress thread then stays asleep (its rd_ev stays
+	 * set for a later message that no doorbell covers).
+	 */
+	if (atomic_load_explicit(&r->rd_db, memory_order_relaxed)) {
+		uint32_t bits = atomic_exchange(&r->rd_db, 0);
+
+		for (int i = 0; i < s->n_peer_db; i++)
+			if (bits & (1u << i))
+				efd_signal(s->peer_db[i]);
+		if (bits && s->n_peer_db)
+			return;
+	}
 	if (atomic_load_explicit(&r->rd_ev, memory_order_relaxed) && atomic_exchange(&r->rd_ev, 0))
 		efd_signal(s->peer_efd);
 }
@@ -283,7 +316,7 @@ int sr_shm_send_fds(int sock, const void *msg, size_t len, const int *fds, int n
 {
 	union {
 		struct cmsghdr h;
-		char buf[CMSG_SPACE(2 * sizeof(int))];
+		char buf[CMSG_SPACE(SR_SHM_MAX_FDS * sizeof(int))];
 	} u;
 	struct iovec v = { (void *)msg, len };
 	struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1 };
@@ -308,7 +341,7 @@ ssize_t sr_shm_recv_fds(int sock, void *msg, size_t len, int *fds, int *nfds)
 {
 	union {
 		struct cmsghdr h;
-		char buf[CMSG_SPACE(4 * sizeof(int))];
+		char buf[CMSG_SPACE((SR_SHM_MAX_FDS + 2) * sizeof(int))];
 	} u;
 	struct iovec v = { msg, len };
 	struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1, .msg_control = u.buf,

@@ -17,12 +17,17 @@
 #include <sys/uio.h>
 
 #define SR_SHM_RING (2u << 20)          /* bytes per direction, a power of two */
+/* doorbells: eventfds of a process's completion channels that a peer's writer signals itself */
+#define SR_DB_SLOTS 4
 
 /*
  * One direction, in shared memory. Producer and consumer each own one line;
  * the wait flags say that the other side sleeps and wants a wakeup:
  *   rd_fx / wr_fx: a thread sleeps in futex(2) on tail / head;
- *   rd_ev / wr_ev: the progress thread sleeps in epoll on its eventfd.
+ *   rd_ev / wr_ev: the progress thread sleeps in epoll on its eventfd;
+ *   rd_db: threads wait on completion channels (one bit per doorbell slot):
+ *          the writer rings their doorbells itself and leaves the progress
+ *          thread asleep, so a blocked reader is one wake-up away.
  * The side that sets a flag re-checks the ring after a full fence, the side
  * that moves tail/head checks the flags after one (Dekker), so no wakeup is
  * lost and nothing is signalled while the other side is awake.
@@ -30,7 +35,7 @@
 struct sr_ring_ctl {
 	_Alignas(64) _Atomic uint32_t tail;      /* producer: bytes written, free-running */
 	_Alignas(64) _Atomic uint32_t head;      /* consumer: bytes read, free-running */
-	_Alignas(64) _Atomic uint32_t rd_fx, rd_ev;           /* set by the consumer */
+	_Alignas(64) _Atomic uint32_t rd_fx, rd_ev, rd_db;    /* set by the consumer */
 	_Alignas(64) _Atomic uint32_t wr_fx, wr_ev, wr_need;  /* set by the producer */
 };
 
@@ -44,6 +49,8 @@ struct sr_shm {
 	size_t map_len;
 	int my_efd;                     /* the peer signals it; in this process's epoll */
 	int peer_efd;                   /* this process signals it */
+	int peer_db[SR_DB_SLOTS];       /* the peer's doorbells (slot i is rd_db bit i) */
+	int n_peer_db;                  /* how many of them are open */
 };
 
 /* map a new pair of rings (connector: role 0) or an existing one from its memfd (role 1) */
@@ -69,10 +76,16 @@ bool sr_shm_arm_rx(struct sr_shm *s, uint32_t min);
 /* a queued output waits for space: true if there is space already */
 bool sr_shm_arm_tx(struct sr_shm *s);
 void sr_shm_disarm_rx(struct sr_shm *s);
+/* threads of this process wait on the doorbells in bits: true if a message is there already */
+bool sr_shm_arm_db(struct sr_shm *s, uint32_t bits, uint32_t min);
+/* whether some doorbell covers the ring (its writer wakes a waiting thread, not the progress thread) */
+bool sr_shm_db_armed(struct sr_shm *s);
 /* wake this process's threads that sleep on the rings (the connection dies) */
 void sr_shm_wake_local(struct sr_shm *s);
 
-/* the hand-over of the rings on a Unix socket: a message with up to two descriptors */
+/* the hand-over of the rings on a Unix socket: a message with up to SR_SHM_MAX_FDS descriptors
+ * (the connector's memfd and eventfd, then its doorbells; the acceptor's eventfd and doorbells) */
+#define SR_SHM_MAX_FDS (2 + SR_DB_SLOTS)
 int sr_shm_send_fds(int sock, const void *msg, size_t len, const int *fds, int nfds);
 /* returns the message length, fills fds[0..*nfds) (-1 where none came) */
 ssize_t sr_shm_recv_fds(int sock, void *msg, size_t len, int *fds, int *nfds);

@@ -19,6 +19,8 @@ import io.netty.contrib.channel.rdma.RdmaServerChannel;
 enum Transport {
     RDMA_ADAPTIVE("rdma", "adaptive"),
     RDMA_BUSY_POLL("rdma", "busy-poll"),
+    /** Loops that never spin: every wait blocks on the completion channel (the device's wake-up path). */
+    RDMA_BLOCKING("rdma", "blocking"),
     EPOLL("epoll", "tcp"),
     NIO("nio", "tcp");
 
@@ -30,11 +32,15 @@ enum Transport {
         this.mode = mode;
     }
 
-    /** The name on the command line: {@code rdma}, {@code rdma-busy-poll}, {@code epoll}, {@code nio}. */
+    /**
+     * The name on the command line: {@code rdma}, {@code rdma-busy-poll}, {@code rdma-blocking}, {@code epoll},
+     * {@code nio}.
+     */
     String key() {
         return switch (this) {
             case RDMA_ADAPTIVE -> "rdma";
             case RDMA_BUSY_POLL -> "rdma-busy-poll";
+            case RDMA_BLOCKING -> "rdma-blocking";
             case EPOLL -> "epoll";
             case NIO -> "nio";
         };
@@ -50,18 +56,19 @@ enum Transport {
                 return t;
             }
         }
-        throw new IllegalArgumentException("unknown transport " + key + " (expected rdma, rdma-busy-poll, epoll,"
-                + " nio or verbs)");
+        throw new IllegalArgumentException("unknown transport " + key + " (expected rdma, rdma-busy-poll,"
+                + " rdma-blocking, epoll, nio or verbs)");
     }
 
     boolean rdma() {
-        return this == RDMA_ADAPTIVE || this == RDMA_BUSY_POLL;
+        return this == RDMA_ADAPTIVE || this == RDMA_BUSY_POLL || this == RDMA_BLOCKING;
     }
 
     IoHandlerFactory ioHandlerFactory() {
         return switch (this) {
             case RDMA_ADAPTIVE -> RdmaIoHandler.newFactory(new RdmaIoHandlerConfig().hugePages(HUGE_PAGES));
             case RDMA_BUSY_POLL -> RdmaIoHandler.newFactory(RdmaIoHandlerConfig.spinning().hugePages(HUGE_PAGES));
+            case RDMA_BLOCKING -> RdmaIoHandler.newFactory(new RdmaIoHandlerConfig().spinNanos(0).hugePages(HUGE_PAGES));
             case EPOLL -> {
                 Epoll.ensureAvailability();
                 yield EpollIoHandler.newFactory();
@@ -72,7 +79,7 @@ enum Transport {
 
     Class<? extends ServerChannel> serverChannel() {
         return switch (this) {
-            case RDMA_ADAPTIVE, RDMA_BUSY_POLL -> RdmaServerChannel.class;
+            case RDMA_ADAPTIVE, RDMA_BUSY_POLL, RDMA_BLOCKING -> RdmaServerChannel.class;
             case EPOLL -> EpollServerSocketChannel.class;
             case NIO -> NioServerSocketChannel.class;
         };
@@ -80,7 +87,7 @@ enum Transport {
 
     Class<? extends SocketChannel> channel() {
         return switch (this) {
-            case RDMA_ADAPTIVE, RDMA_BUSY_POLL -> RdmaChannel.class;
+            case RDMA_ADAPTIVE, RDMA_BUSY_POLL, RDMA_BLOCKING -> RdmaChannel.class;
             case EPOLL -> EpollSocketChannel.class;
             case NIO -> NioSocketChannel.class;
         };
