@@ -104,6 +104,8 @@ void sr_net_doorbell_done(int slot, bool release)
 		if (!ring_live(c))
 			continue;
 		r = c->shm.rx;
+		if (sr_shm_disarm_db(&c->shm, 1u << slot, sizeof(struct sr_hdr)))
+			there = true;
 		if (!atomic_load_explicit(&r->rd_ev, memory_order_relaxed) &&
 		    sr_shm_arm_rx(&c->shm, sizeof(struct sr_hdr)))
 			there = true;

@@ -202,8 +202,19 @@ bool sr_shm_arm_rx(struct sr_shm *s, uint32_t min)
 bool sr_shm_arm_db(struct sr_shm *s, uint32_t bits, uint32_t min)
 {
 	/* an RMW only when a bit is missing: re-arming a covered ring touches no shared line */
+	if ((atomic_load_explicit(&s->rx->rd_dbw, memory_order_relaxed) & bits) != bits)
+		atomic_fetch_or(&s->rx->rd_dbw, bits);
 	if ((atomic_load_explicit(&s->rx->rd_db, memory_order_relaxed) & bits) != bits)
 		atomic_fetch_or(&s->rx->rd_db, bits);
+	atomic_thread_fence(memory_order_seq_cst);
+	return sr_shm_rx_avail(s) >= min;
+}
+
+bool sr_shm_disarm_db(struct sr_shm *s, uint32_t bits, uint32_t min)
+{
+	if (atomic_load_explicit(&s->rx->rd_dbw, memory_order_relaxed) & bits)
+		atomic_fetch_and(&s->rx->rd_dbw, ~bits);
+	/* a message published while the bits were set woke nobody: look */
 	atomic_thread_fence(memory_order_seq_cst);
 	return sr_shm_rx_avail(s) >= min;
 }
@@ -263,6 +274,9 @@ void sr_shm_tx_publish(struct sr_shm *s)
 		if (bits && s->n_peer_db)
 			return;
 	}
+	/* a thread armed on a doorbell is awake after its ring and looks before it waits again */
+	if (s->n_peer_db && atomic_load_explicit(&r->rd_dbw, memory_order_relaxed))
+		return;
 	if (atomic_load_explicit(&r->rd_ev, memory_order_relaxed) && atomic_exchange(&r->rd_ev, 0))
 		efd_signal(s->peer_efd);
 }

@@ -27,7 +27,12 @@
  *   rd_ev / wr_ev: the progress thread sleeps in epoll on its eventfd;
  *   rd_db: threads wait on completion channels (one bit per doorbell slot):
  *          the writer rings their doorbells itself and leaves the progress
- *          thread asleep, so a blocked reader is one wake-up away.
+ *          thread asleep, so a blocked reader is one wake-up away;
+ *   rd_dbw: the same slots, for as long as their CQs are armed (a ring
+ *          takes the rd_db bits, so a message that follows the one that rang
+ *          finds them gone): a message that finds one leaves the progress
+ *          thread asleep too, as the woken thread looks at every ring before
+ *          it waits again (it sets rd_db first, then looks).
  * The side that sets a flag re-checks the ring after a full fence, the side
  * that moves tail/head checks the flags after one (Dekker), so no wakeup is
  * lost and nothing is signalled while the other side is awake.
@@ -35,7 +40,7 @@
 struct sr_ring_ctl {
 	_Alignas(64) _Atomic uint32_t tail;      /* producer: bytes written, free-running */
 	_Alignas(64) _Atomic uint32_t head;      /* consumer: bytes read, free-running */
-	_Alignas(64) _Atomic uint32_t rd_fx, rd_ev, rd_db;    /* set by the consumer */
+	_Alignas(64) _Atomic uint32_t rd_fx, rd_ev, rd_db, rd_dbw; /* set by the consumer */
 	_Alignas(64) _Atomic uint32_t wr_fx, wr_ev, wr_need;  /* set by the producer */
 };
 
@@ -78,6 +83,8 @@ bool sr_shm_arm_tx(struct sr_shm *s);
 void sr_shm_disarm_rx(struct sr_shm *s);
 /* threads of this process wait on the doorbells in bits: true if a message is there already */
 bool sr_shm_arm_db(struct sr_shm *s, uint32_t bits, uint32_t min);
+/* no CQ of these doorbell slots is armed any more: true if a message is there (it woke nobody) */
+bool sr_shm_disarm_db(struct sr_shm *s, uint32_t bits, uint32_t min);
 /* whether some doorbell covers the ring (its writer wakes a waiting thread, not the progress thread) */
 bool sr_shm_db_armed(struct sr_shm *s);
 /* wake this process's threads that sleep on the rings (the connection dies) */
