@@ -23,6 +23,7 @@ import io.netty.contrib.channel.rdma.internal.verbs.CmEventType;
 import io.netty.contrib.channel.rdma.internal.verbs.CmId;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvEventType;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvWcStatus;
+import io.netty.contrib.channel.rdma.internal.verbs.VerbsException;
 import io.netty.contrib.channel.rdma.internal.verbs.WorkCompletions;
 import io.netty.util.concurrent.Future;
 import io.netty.util.internal.logging.InternalLogger;
@@ -566,7 +567,9 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             }
         } catch (Throwable t) {
             if (connectPromise != null) {
-                failConnect(t);
+                // An rdma_cm call of the attempt failed (rdma_resolve_route: ENODEV, no RDMA device on the route):
+                // RDMA cannot reach the peer.
+                failRdmaConnect(t, t instanceof VerbsException && state == State.CONNECTING);
             } else if (state == State.ACCEPTING) {
                 dropAccepted(RefusalLog.Kind.FAILED, "failed before it was established: " + t, t);
             } else {

@@ -40,6 +40,11 @@ final class CapturedLog implements AutoCloseable {
         }
     };
 
+    /** Whether Netty logs through java.util.logging in this JVM, so that its lines can be captured. */
+    static boolean available() {
+        return InternalLoggerFactory.getDefaultFactory() instanceof JdkLoggerFactory;
+    }
+
     CapturedLog() {
         if (!(InternalLoggerFactory.getDefaultFactory() instanceof JdkLoggerFactory)) {
             throw new IllegalStateException("Netty does not log through java.util.logging here: "

@@ -214,6 +214,22 @@ class RdmaTcpPathTest {
     }
 
     @Test
+    void aClientFallsBackToAServerOnTheLoopbackAddress() throws Exception {
+        // Kernel rdma_cm has no route over loopback (rdma_resolve_route fails with ENODEV in the rxe guest); the
+        // software device takes it and finds no RDMA listener there. Either way RDMA cannot reach it.
+        Channel server = new ServerBootstrap().group(nio).channel(NioServerSocketChannel.class)
+                .childHandler(new Echo()).bind(java.net.InetAddress.getLoopbackAddress(), 0).sync().channel();
+        try {
+            EchoClient client = new EchoClient(65536, 8);
+            RdmaChannel ch = echoOver(rdmaClient(client, true), client, (InetSocketAddress) server.localAddress());
+            assertThat(ch.isTcp()).isTrue();
+            assertThat(ch.fallbackReason()).isNotBlank();
+        } finally {
+            server.close().sync();
+        }
+    }
+
+    @Test
     void withoutFallbackTheConnectFailsNamingTheReason() throws Exception {
         Channel server = nioEchoServer();
         try {
