@@ -3,16 +3,22 @@ package io.netty.contrib.channel.rdma;
 import io.netty.channel.EventLoop;
 import io.netty.contrib.channel.rdma.internal.protocol.Immediate;
 import io.netty.contrib.channel.rdma.internal.protocol.ProtocolException;
+import io.netty.contrib.channel.rdma.internal.protocol.RingSlabs;
 import io.netty.contrib.channel.rdma.internal.verbs.ProtectionDomain;
 
 /**
  * The receive rings one connection offers its peer for large writes (docs/PROTOCOL.md §3), on demand: none while
  * only small messages flow; one, registered when the peer asks for it ({@code FLAG_WANTS_RING}) and withdrawn
- * when it has been idle; a new one when the buffers the reader holds pin half of the current one (zero-copy
- * delivery). Each ring is sized, when offered, by what is left of the loop's {@link RingMemory}; while that is too
- * little, none is offered (large messages go on as SENDs) and the connection asks again later. A ring that is
- * replaced or withdrawn retires: writes may still land in it until the peer confirms the RING message that
- * replaced it, and its memory lives on until the last buffer over it is released.
+ * when it has been idle. Each ring is sized, when offered, by what is left of the loop's {@link RingMemory}; while
+ * that is too little, none is offered (large messages go on as SENDs) and the connection asks again later. A ring
+ * that is withdrawn retires: writes may still land in it until the peer confirms the RING message that withdrew
+ * it, and its memory lives on until the last buffer over it is released.
+ *
+ * <p>The slabs of a ring ({@link RingSlabs}) go round between the writer and this side: the windows of the slabs
+ * the writer left are invalidated ({@link #invalidate}) before their writes are delivered, and bound again
+ * ({@link #rebind}) once the reader has released them; the rebound slabs go back to the writer in the next
+ * header ({@link #takeOwed()}). Writes are handed over as buffers over the ring while the reader holds buffers over
+ * at most half of the slabs; beyond that they are copied, so that the writer always has slabs to write.
  *
  * <p>Which ring a write landed in is told by the immediate's generation bit, which flips with every RING
  * message. Loop-thread confined.
@@ -25,12 +31,12 @@ final class OfferedRings {
     private final int size;
     /** The smallest ring worth offering this connection. */
     private final int minimum;
+    /** This side's receive slot: slabs are several of them. */
+    private final int slotSize;
     /** The size of the ring to announce next, set when {@link #announceDue()} says a new one is due. */
     private int nextSize;
     /** No memory windows: rings are plain regions whose rkey works on every QP of the PD (explicitly allowed). */
     private final boolean pdWide;
-    /** Writes expected outstanding in a ring at once: the receive credits. */
-    private final int capacity;
     private final RdmaByteBufAllocator alloc;
     private final EventLoop loop;
     private final ReceiveRing.Owner owner;
@@ -51,14 +57,14 @@ final class OfferedRings {
     /** Why the last ring registration failed, if it did; no more rings are offered. */
     private RuntimeException failure;
 
-    OfferedRings(ProtectionDomain pd, RingMemory memory, int size, int minimum, boolean pdWide, int capacity,
+    OfferedRings(ProtectionDomain pd, RingMemory memory, int size, int minimum, int slotSize, boolean pdWide,
                  RdmaByteBufAllocator alloc, EventLoop loop, ReceiveRing.Owner owner) {
         this.pd = pd;
         this.memory = memory;
         this.size = size;
         this.minimum = minimum;
+        this.slotSize = slotSize;
         this.pdWide = pdWide;
-        this.capacity = capacity;
         this.alloc = alloc;
         this.loop = loop;
         this.owner = owner;
@@ -95,26 +101,34 @@ final class OfferedRings {
                 + (current == null ? " while this side offers no ring" : " after the switch to a new ring"));
     }
 
+    /**
+     * Whether the peer is filling a slab it has not left (SEAL): it seals before anything else it sends, so a SEND
+     * now is a protocol error.
+     */
+    boolean peerWriting() {
+        return current != null && current.slabs.writing() || retiredMayReceive && retired.slabs.writing();
+    }
+
     /** The peer confirmed the last RING ({@code FLAG_RING_SEEN}): nothing more lands in the retired ring. */
     void peerLeftRetired() {
         if (retiredMayReceive) {
             retiredMayReceive = false;
-            // Nobody may write it any more: end remote access now, whatever buffers over it are still held.
-            retired.closeWindow();
+            // Its last slab is closed: invalidated like any other before its writes are delivered. The windows go
+            // when the last reference does (an invalidation in flight holds one).
+            retired.slabs.writerLeft();
             unref(retired);
         }
     }
 
     /**
-     * Whether to send a RING message: a ring is wanted, the current one is idle, or held buffers pin half of it.
-     * Never while the peer may still write to a retired ring: there is one generation bit, so two rings at most;
-     * nor, for a ring asked for, while the loop's ring memory has too little left for one. A ring that replaces one
-     * pinned by held buffers (zero copy, trusted peers) has the size of the one it replaces, whatever is left: the
-     * pinned ring returns its space only in order, so without the replacement the writer would wait for the
-     * reader, and a reader holding everything until the end would wait forever.
+     * Whether to send a RING message: a ring is wanted, or the current one is idle. Never while the peer may still
+     * write to a retired ring: there is one generation bit, so two rings at most; nor, for a ring asked for, while
+     * the loop's ring memory has too little left for one.
      */
     boolean announceDue() {
-        if (retiredMayReceive) {
+        if (retiredMayReceive || current != null && retired != null
+                && (retired.slabs.closedPending() || retired.slabs.invalidating())) {
+            // A withdrawal would retire the current ring while the retired one still has writes to deliver.
             return false;
         }
         if (current == null) {
@@ -124,24 +138,17 @@ final class OfferedRings {
             nextSize = memory.sizeFor(size, minimum);
             return nextSize > 0;
         }
-        if (idle) {
-            return true;
-        }
-        if (failure == null && retired == null && current.held > 0
-                && current.releases.pinned() >= current.size / 2) {
-            nextSize = (int) current.size;
-            return true;
-        }
-        return false;
+        return idle;
     }
 
     /**
-     * The ring to announce next: a new one, or null to withdraw the idle current one. A failed registration is
-     * remembered: no ring is offered again, large messages go on as SENDs.
+     * The ring to announce next: a new one, cut into as many slabs as a RING message fits the peer's receive slot
+     * of {@code peerSlot} bytes, or null to withdraw the idle current one. A failed registration is remembered: no
+     * ring is offered again, large messages go on as SENDs.
      *
      * @throws RuntimeException when the ring cannot be allocated or registered
      */
-    ReceiveRing next() {
+    ReceiveRing next(int peerSlot) {
         if (idle) {
             return null;
         }
@@ -150,7 +157,8 @@ final class OfferedRings {
             throw new IllegalStateException("the loop's ring memory has no room for another ring");
         }
         try {
-            return ReceiveRing.create(pd, memory, ringSize, pdWide, !generation, capacity, alloc, loop, owner);
+            return ReceiveRing.create(pd, memory, ringSize, ReceiveRing.slabCount(ringSize, slotSize, peerSlot),
+                    pdWide, !generation, alloc, loop, owner);
         } catch (RuntimeException e) {
             failure = e;
             wanted = false;
@@ -158,7 +166,7 @@ final class OfferedRings {
         }
     }
 
-    /** The RING message announcing {@code next} (from {@link #next()}) was posted: the current ring retires. */
+    /** The RING message announcing {@code next} (from {@link #next}) was posted: the current ring retires. */
     void announced(ReceiveRing next) {
         if (current != null) {
             // A ring retired before, still alive under held buffers, frees itself when they are released.
@@ -173,46 +181,106 @@ final class OfferedRings {
     }
 
     /**
-     * Whether the peer may be unable to write for want of ring space that was freed but not yet returned: its
-     * free space, as this side knows it, is under half the ring (a write takes at most a quarter plus a skipped
-     * tail of at most a quarter). Ring writes carry no credits, so without a CREDIT message two peers that both
-     * write only ring writes could each wait for the other.
+     * Whether the peer may be short of slabs that were bound again but not yet returned: half of them are owed,
+     * or some are and the peer has at most half left. Ring writes carry no header, so without a CREDIT message
+     * two peers that both write only ring writes could each wait for the other.
      */
     boolean creditsDue() {
         if (current == null) {
             return false;
         }
-        long owed = current.releases.owed();
-        return owed >= current.size / 2 || owed > 0 && current.releases.pinned() + owed >= current.size / 2;
+        RingSlabs s = current.slabs;
+        int owed = s.returnable();
+        return owed > 0 && (2 * owed >= s.count() || 2 * s.granted() <= s.count());
     }
 
-    /** Ring space freed since the last message, to return in the next one (0 without a ring). */
+    /** Slabs bound again since the last message, to return in the next one, bit k for slab k (0 without a ring). */
     int takeOwed() {
-        return current == null ? 0 : (int) current.releases.takeOwed();
+        return current == null ? 0 : current.slabs.takeReturned();
+    }
+
+    /** Whether slabs wait to be invalidated or bound again. */
+    boolean windowWorkDue() {
+        return current != null && (current.slabs.closedPending() || current.slabs.unboundPending())
+                || retired != null && retired.slabs.closedPending();
     }
 
     /**
-     * Whether write {@code seq} of ring {@code r} may be handed over as a buffer over the ring: only in the current
-     * ring, with none retired, and while held buffers would cover at most half of it.
+     * Adds the invalidations of up to {@code max} closed slabs to {@code sends}; with PD-wide rkeys (no windows) the
+     * slabs count as invalidated at once. Returns how many work requests it added.
      */
-    boolean mayHold(ReceiveRing r, long seq) {
-        return r == current && retired == null && r.held + r.releases.span(seq) <= r.size / 2;
+    int invalidate(SendQueue sends, int max) {
+        int added = invalidate(current, sends, max);
+        return added + invalidate(retired, sends, max - added);
+    }
+
+    private static int invalidate(ReceiveRing r, SendQueue sends, int max) {
+        if (r == null || max <= 0 || !r.slabs.closedPending()) {
+            return 0;
+        }
+        int added = 0;
+        for (int m = r.slabs.takeClosed(r.hasWindows() ? max : Immediate.MAX_SLABS); m != 0; m &= m - 1) {
+            int slab = Integer.numberOfTrailingZeros(m);
+            if (r.hasWindows()) {
+                r.invalidate(sends, slab);
+                added++;
+            } else {
+                r.slabs.invalidated(slab);
+            }
+        }
+        return added;
     }
 
     /**
-     * The reader released a buffer over write {@code seq} of {@code r}; the ring's space comes back. Returns
-     * whether {@code r} is the current ring (its space is the peer's credit). Drops the buffer's reference.
+     * Adds the binds of up to {@code max} released slabs of the current ring under their next rkeys; returns the
+     * slabs, bit k for slab k, for {@link #rebound} once posted.
      */
-    boolean bufferReleased(ReceiveRing r, long seq) {
-        r.held -= r.releases.span(seq);
-        r.releases.release(seq);
+    int rebind(SendQueue sends, int max) {
+        ReceiveRing r = current;
+        if (r == null || max <= 0 || !r.slabs.unboundPending()) {
+            return 0;
+        }
+        int slabs = r.slabs.takeUnbound(r.hasWindows() ? max : Immediate.MAX_SLABS);
+        if (r.hasWindows()) {
+            for (int m = slabs; m != 0; m &= m - 1) {
+                r.rebind(sends, Integer.numberOfTrailingZeros(m));
+            }
+        }
+        return slabs;
+    }
+
+    /** The binds of {@link #rebind} were posted. */
+    void rebound(int slabs) {
+        ReceiveRing r = current;
+        if (r != null && r.hasWindows()) {
+            for (int m = slabs; m != 0; m &= m - 1) {
+                r.rebound(Integer.numberOfTrailingZeros(m));
+            }
+        }
+    }
+
+    /**
+     * Whether a write in {@code slab} of ring {@code r} may be handed over as a buffer over the ring: only in the
+     * current ring, under windows, and while the reader would hold buffers over at most half of its slabs.
+     */
+    boolean mayHold(ReceiveRing r, int slab) {
+        return r == current && r.hasWindows() && (r.holds(slab) || 2 * (r.heldSlabs + 1) <= r.slabs.count());
+    }
+
+    /**
+     * The reader released a buffer over a write in {@code slab} of {@code r}. Returns whether {@code r} is the
+     * current ring (its slabs are the peer's credit). Drops the buffer's reference.
+     */
+    boolean bufferReleased(ReceiveRing r, int slab) {
+        r.bufferReleased(slab);
+        r.slabs.release(slab);
         unref(r);
         return r == current;
     }
 
-    /** Write {@code seq} of {@code r} was delivered as a copy: its space and reference go back. */
-    void delivered(ReceiveRing r, long seq) {
-        r.releases.release(seq);
+    /** A write in {@code slab} of {@code r} was delivered as a copy: its slab space and reference go back. */
+    void delivered(ReceiveRing r, int slab) {
+        r.slabs.release(slab);
         unref(r);
     }
 
@@ -233,7 +301,7 @@ final class OfferedRings {
         if (r == null) {
             return false;
         }
-        boolean unused = r.arrivals == arrivalsAtCheck && r.releases.outstanding() == 0 && r.held == 0;
+        boolean unused = r.arrivals == arrivalsAtCheck && r.slabs.quiet() && r.heldSlabs == 0;
         arrivalsAtCheck = r.arrivals;
         if (unused) {
             idle = true;
@@ -244,10 +312,10 @@ final class OfferedRings {
     /** Ends remote access to every ring, before the queue pair is destroyed. */
     void closeWindows() {
         if (current != null) {
-            current.closeWindow();
+            current.closeWindows();
         }
         if (retired != null) {
-            retired.closeWindow();
+            retired.closeWindows();
         }
     }
 

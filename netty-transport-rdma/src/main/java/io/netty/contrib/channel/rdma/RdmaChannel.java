@@ -1076,8 +1076,9 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             // Re-post the receives just freed and return their credit now: no completion may come to do it.
             connection.flushReceives();
         }
-        if (c.hasPending() && isActive() && !inputShutdown && wantsData()) {
-            // maxMessagesPerRead reached: give other channels a turn, then go on.
+        if (c.deliverable() && isActive() && !inputShutdown && wantsData()) {
+            // maxMessagesPerRead reached: give other channels a turn, then go on. (A ring write waiting for its
+            // slab's invalidation is delivered when that completes: rescheduling would starve the poll.)
             scheduleRead();
         } else if (peerGone && !c.hasPending()) {
             // Everything the peer sent before it left has been read.

@@ -64,7 +64,7 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
     private volatile boolean allowHalfClosure;
     private volatile int receiveCredits = DEFAULT_RECEIVE_CREDITS;
     private volatile int receiveSlotSize = DEFAULT_RECEIVE_SLOT_SIZE;
-    private volatile boolean receiveZeroCopy;
+    private volatile boolean receiveZeroCopy = true;
     private volatile boolean allowPdWideRkeys;
     private volatile int ringSize = DEFAULT_RING_SIZE;
     private volatile int sendQueueDepth = DEFAULT_SEND_QUEUE_DEPTH;

@@ -44,11 +44,16 @@ public final class RdmaChannelOption<T> extends ChannelOption<T> {
             "ALLOW_PD_WIDE_RKEYS");
 
     /**
-     * Hand ring writes to the pipeline as buffers over the receive ring itself, without a copy. Only for trusted
-     * peers, at two costs: the peer can rewrite bytes the application still holds (the ring is its to write), and
-     * held buffers pin the ring (when they pin half of it, a new ring is registered and the old one lives until
-     * its last buffer is released). Off by default: every message is copied into a buffer of the channel's
-     * {@link ChannelOption#ALLOCATOR} and its space returned at once.
+     * Hand ring writes (messages larger than a receive slot) to the pipeline as buffers over the receive ring itself,
+     * without a copy. On by default, and safe with any peer: a ring slab's memory window is invalidated before any
+     * of its bytes is delivered, so the peer cannot change what the application holds, with any rkey it was ever
+     * given (docs/SECURITY.md). The buffers are {@link RdmaByteBufAllocator}'s; a reader that holds them keeps their
+     * slabs from the writer, and once the held buffers cover half of the ring's slabs, further writes are copied
+     * into buffers of the channel's {@link ChannelOption#ALLOCATOR}, so holding never stalls the connection. A
+     * channel whose {@link ChannelOption#ALLOCATOR} the application set to an allocator of its own (Vert.x does)
+     * gets every message copied into it, as frameworks that release only buffers of their allocator expect. Off:
+     * every message is copied (small messages always are). Without type-2 memory windows
+     * ({@link #ALLOW_PD_WIDE_RKEYS}) ring writes are always copied.
      */
     public static final ChannelOption<Boolean> RECEIVE_ZERO_COPY = valueOf(RdmaChannelOption.class,
             "RECEIVE_ZERO_COPY");

@@ -39,7 +39,7 @@ import java.util.concurrent.TimeUnit;
  * once its last buffer is released. Data the channel does not read yet (auto-read off) stays where it landed and
  * its credit is returned only when it is read: the peer then runs out of credit, which is the backpressure.
  */
-final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed {
+final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed, SendQueue.Invalidations {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaConnection.class);
     private static final RefusalLog RING_FAILURES = new RefusalLog(logger, "receive rings");
     /** A ring that received nothing for this long (and holds nothing) is given back. */
@@ -78,6 +78,8 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed {
     /** Bytes of the ring this side offers while large messages flow; 0 when it offers none. */
     private final int ringSize;
     private final boolean zeroCopy;
+    /** Its allocator decides: buffers over the ring are the transport's, so an allocator of the application's copies. */
+    private final RdmaChannelConfig config;
     private final ReceivedQueue received;
     private final OfferedRings rings;
     private ScheduledFuture<?> ringCheck;
@@ -106,12 +108,13 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed {
         this.sqDepth = config.getSendQueueDepth();
         this.ringSize = ringSize(config, device);
         this.zeroCopy = config.isReceiveZeroCopy();
+        this.config = config;
         int initialCredits = config.getInitialReceiveCredits();
         int maxCredits = config.getReceiveCredits();
         this.credits = new ReceiveWindow(initialCredits, maxCredits);
         this.received = new ReceivedQueue(maxCredits);
         this.rings = new OfferedRings(pd, handler.ringMemory(), ringSize,
-                Math.max(RingMemory.MIN_RING, 8 * slotSize), !device.windows(), maxCredits, alloc, loop, this);
+                Math.max(RingMemory.MIN_RING, 8 * slotSize), slotSize, !device.windows(), alloc, loop, this);
         this.group = handler.queueGroup(device, slotSize, sqDepth, initialCredits);
         int maxGather = Math.max(2, Math.min(Sender.MAX_GATHER, device.maxSge()));
         ByteBuf headers = null;
@@ -138,6 +141,7 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed {
         }
         qp = q;
         sends = sq;
+        sq.onInvalidated(this);
         sender = new Sender(sq, alloc, counters, this, config.getWriteCoalesceThreshold());
     }
 
@@ -216,11 +220,11 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed {
                             + length + " in its immediate");
                 }
                 ReceiveRing r = rings.ringOf(immediate);
-                long seq = r.releases.arrive(immediate);
+                int slab = r.slabs.arrive(immediate);
                 r.arrivals++;
                 // Queued bytes keep their ring alive, also when it retires before they are read.
                 r.refs.incrementAndGet();
-                received.add(slot, ReceivedQueue.RING, r.memory.address() + r.releases.lastOffset(), length, seq, r);
+                received.add(slot, ReceivedQueue.RING, r.memory.address() + r.slabs.lastOffset(), length, slab, r);
                 queued = true;
                 return;
             }
@@ -229,7 +233,12 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed {
             }
             int length = wcs.byteLen(i);
             header.wrap(ALL_MEMORY, address).validate(length);
-            sender.granted(header.recvCredits(), header.ringCredits());
+            if (rings.peerWriting()) {
+                // Its writes into that slab could not be delivered before this message: the writer seals first.
+                throw new ProtocolException(MessageHeader.typeName(header.type()) + " message while the peer has not"
+                        + " left the ring slab it writes (no SEAL)");
+            }
+            sender.granted(header.recvCredits(), header.returnedSlabs());
             int flags = header.flags();
             if ((flags & MessageHeader.FLAG_RING_SEEN) != 0) {
                 rings.peerLeftRetired();
@@ -284,6 +293,18 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed {
         return !released && !received.isEmpty();
     }
 
+    /**
+     * Whether what waits can be delivered now: not while the oldest message is a ring write whose slab's window is
+     * still being invalidated (its completion comes with the next poll of the completion queue).
+     */
+    boolean deliverable() {
+        if (!hasPending()) {
+            return false;
+        }
+        ReceiveRing r = received.ring();
+        return r == null || r.slabs.deliverable((int) received.ringSeq());
+    }
+
     /** Hands queued data to {@code inbound} while it reads; returns how many messages it took. */
     int deliver(Inbound inbound) {
         int delivered = 0;
@@ -294,8 +315,14 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed {
                 && (received.kind() == ReceivedQueue.SHUTDOWN || inbound.reading())) {
             byte kind = received.kind();
             ReceiveRing r = received.ring();
-            long seq = received.ringSeq();
-            if (kind == ReceivedQueue.RING && zeroCopy && rings.mayHold(r, seq)) {
+            int slab = (int) received.ringSeq();
+            if (r != null && !r.slabs.deliverable(slab)) {
+                // The peer may still write there: its window is being invalidated (flushReceives), then delivery
+                // goes on.
+                break;
+            }
+            if (kind == ReceivedQueue.RING && zeroCopy && config.getAllocator() instanceof RdmaByteBufAllocator
+                    && rings.mayHold(r, slab)) {
                 deliverRingBuffer(inbound);
                 delivered++;
                 continue;
@@ -324,7 +351,7 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed {
                 // Also when the reader closed the channel meanwhile: the slot belongs to the loop's shared queue.
                 freeSlot(slot);
                 if (r != null) {
-                    rings.delivered(r, seq);
+                    rings.delivered(r, slab);
                 }
             }
         }
@@ -335,7 +362,7 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed {
     private void deliverRingBuffer(Inbound inbound) {
         ReceiveRing r = received.ring();
         int length = received.length();
-        ByteBuf buf = r.heldBuffer(alloc, received.address(), length, received.ringSeq());
+        ByteBuf buf = r.heldBuffer(alloc, received.address(), length, (int) received.ringSeq());
         int slot = received.slot();
         received.remove();
         counters.bytesRead += length;
@@ -346,30 +373,52 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed {
     }
 
     @Override
-    public void ringBufferReleased(ReceiveRing r, long seq) {
+    public void ringBufferReleased(ReceiveRing r, int slab) {
         if (released) {
             rings.unref(r);
             return;
         }
-        if (rings.bufferReleased(r, seq) && !creditFlushScheduled && creditsDue()) {
+        if (rings.bufferReleased(r, slab) && !creditFlushScheduled && (creditsDue() || rings.windowWorkDue())) {
             // Nothing else may come to carry the credit: a writer waiting for ring space would wait forever.
             creditFlushScheduled = true;
             loop.execute(creditFlush);
         }
     }
 
-    /** Posts a CREDIT or RING message if the peer needs one. */
+    @Override
+    public void invalidated(ReceiveRing ring, int slab) {
+        if (!released) {
+            ring.slabs.invalidated(slab);
+        }
+    }
+
+    /**
+     * Invalidates the slabs the peer left and binds again those the reader released; posts a CREDIT or RING
+     * message if the peer needs one.
+     */
     void flushReceives() {
         if (released || !sender.started() || sends.batching()) {
             return;
         }
-        // A RING takes two work requests: the window's bind, then the message.
-        if (sends.room() > 1 && rings.announceDue() && sender.tryAcquireControlMessage()) {
+        if (rings.windowWorkDue()) {
+            postWindowWork();
+        }
+        // A RING takes a bind per slab, then the message.
+        if (sends.room() > ReceiveRing.MAX_SLABS + 1 && rings.announceDue() && sender.tryAcquireControlMessage()) {
             offerRing();
         }
         if (creditsDue() && sends.room() > 0 && sender.tryAcquireControlMessage()) {
             sender.sendCredit();
         }
+    }
+
+    /** Posts the invalidations of closed slabs and the binds of released ones, in one doorbell. */
+    private void postWindowWork() {
+        int room = Math.min(sends.room(), sends.batchRoom());
+        int added = rings.invalidate(sends, room);
+        int rebinding = rings.rebind(sends, room - added);
+        sends.post();
+        rings.rebound(rebinding);
     }
 
     /**
@@ -388,7 +437,7 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed {
     private void offerRing() {
         ReceiveRing next;
         try {
-            next = rings.next();
+            next = rings.next(sender.peerSlotSize());
         } catch (RuntimeException e) {
             // Without a ring, large messages go on by SEND (or wait for held buffers to be released).
             sender.releaseControlMessage();
@@ -398,14 +447,18 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed {
             return;
         }
         if (next != null) {
-            next.bindWindow(sends);
+            next.bindWindows(sends);
         }
         sender.writeRingHeader();
-        sends.sendRing(next == null ? 0 : next.mr.addr(), next == null ? 0 : next.rkey,
-                next == null ? 0 : (int) next.size);
+        if (next == null) {
+            sends.sendRing(0, 0, null, 0, 0);
+        } else {
+            sends.sendRing(next.mr.addr(), (int) next.size, next.rkeys, next.slabs.count(),
+                    next.hasWindows() ? 0 : MessageHeader.RING_FIXED_RKEYS);
+        }
         sends.post();
         if (next != null) {
-            next.windowBound();
+            next.windowsBound();
         }
         rings.announced(next);
         if (next != null) {

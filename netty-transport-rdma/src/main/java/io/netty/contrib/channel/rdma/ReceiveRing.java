@@ -5,7 +5,9 @@ import io.netty.channel.EventLoop;
 import io.netty.contrib.channel.rdma.internal.memory.ExternalRegion;
 import io.netty.contrib.channel.rdma.internal.memory.MemoryRegistrationException;
 import io.netty.contrib.channel.rdma.internal.memory.PinnedMemoryWatch;
-import io.netty.contrib.channel.rdma.internal.protocol.RingReleases;
+import io.netty.contrib.channel.rdma.internal.protocol.Immediate;
+import io.netty.contrib.channel.rdma.internal.protocol.MessageHeader;
+import io.netty.contrib.channel.rdma.internal.protocol.RingSlabs;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvAccessFlags;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvMwType;
 import io.netty.contrib.channel.rdma.internal.verbs.MemoryRegion;
@@ -19,18 +21,26 @@ import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
- * A connection's receive ring: its own memory region, the only memory a peer may write remotely, for the peer's
- * RDMA WRITE WITH IMMEDIATE. A connection has one only while large messages flow (docs/PROTOCOL.md §3). It stays
- * registered and allocated until the connection and every buffer handed out over it (zero-copy delivery) have
- * let go.
+ * A connection's receive ring: its own memory region, cut into slabs, the only memory a peer may write remotely,
+ * for the peer's RDMA WRITE WITH IMMEDIATE. A connection has one only while large messages flow
+ * (docs/PROTOCOL.md §3). The region itself grants no remote access: each slab is writable through a type-2 memory
+ * window of its own, bound to the connection's queue pair while the slab is the writer's, invalidated
+ * ({@code LOCAL_INV}) once the writer has left it and before any of its bytes is delivered, and bound again under
+ * the next rkey when the reader has released every write in it ({@link RingSlabs}). So the bytes the reader holds
+ * are outside every window of the peer. The ring stays registered and allocated until the connection and every
+ * buffer handed out over it have let go.
  */
 final class ReceiveRing extends ExternalRegion {
     private static final int PAGE = 4096;
+    /** Slabs of a ring at most: a RING message with sixteen rkeys is 88 bytes. */
+    static final int MAX_SLABS = 16;
+    /** The smallest slab worth cutting. */
+    private static final int MIN_SLAB = 16 * 1024;
 
     /** Who hears about buffers over the ring released by the reader. */
     interface Owner {
-        /** A buffer over {@code ring} covering write {@code seq} was released (loop thread). */
-        void ringBufferReleased(ReceiveRing ring, long seq);
+        /** A buffer over {@code ring} covering a write in {@code slab} was released (loop thread). */
+        void ringBufferReleased(ReceiveRing ring, int slab);
     }
 
     private final Arena arena;
@@ -40,72 +50,100 @@ final class ReceiveRing extends ExternalRegion {
     final MemorySegment memory;
     final MemoryRegion mr;
     /**
-     * The type-2 window bound to the connection's queue pair over the whole ring: the only remote access to it
-     * (the region itself grants none). {@code null} when PD-wide rkeys were allowed explicitly.
+     * The type-2 window of each slab, bound to the connection's queue pair while the slab is the writer's: the only
+     * remote access to the ring (the region itself grants none). {@code null} when PD-wide rkeys were allowed
+     * explicitly: then the region's rkey covers every slab and nothing is invalidated.
      */
-    private MemoryWindow window;
-    /** The rkey the peer gets: the window's (or the region's). */
-    final int rkey;
+    private MemoryWindow[] windows;
+    /** The rkey each slab is bound with now (or was last), announced with the ring; the region's with PD-wide rkeys. */
+    final int[] rkeys;
     final long size;
-    final RingReleases releases;
+    final RingSlabs slabs;
     /** The immediate's generation bit of writes into this ring. */
     final boolean generation;
-    /** Ring bytes under buffers the reader holds (loop thread). */
-    long held;
+    /** Buffers the reader holds over each slab (loop thread). */
+    private final int[] held;
+    /** Slabs with buffers held. */
+    int heldSlabs;
     /** Writes that arrived: an idle ring is given up. */
     long arrivals;
     /**
-     * The connection's reference (while current or while writes may still land) plus one per buffer held.
-     * Atomic only for buffers released after the loop stopped.
+     * The connection's reference (while current or while writes may still land) plus one per buffer held and one
+     * per invalidation in flight. Atomic only for buffers released after the loop stopped.
      */
     final AtomicInteger refs = new AtomicInteger(1);
 
-    private ReceiveRing(Arena arena, RingMemory budget, MemorySegment memory, MemoryRegion mr, MemoryWindow window,
-                        boolean generation, int capacity, RdmaByteBufAllocator alloc, EventLoop loop, Owner owner) {
+    private ReceiveRing(Arena arena, RingMemory budget, MemorySegment memory, MemoryRegion mr,
+                        MemoryWindow[] windows, int slabCount, boolean generation, RdmaByteBufAllocator alloc,
+                        EventLoop loop, Owner owner) {
         super(memory, mr.lkey(), alloc.pool());
         this.arena = arena;
         this.budget = budget;
         this.memory = memory;
         this.mr = mr;
-        this.window = window;
-        this.rkey = window == null ? mr.rkey() : window.nextRkey();
+        this.windows = windows;
         this.size = memory.byteSize();
-        this.releases = new RingReleases(size, capacity);
+        this.slabs = new RingSlabs(slabCount, size / slabCount);
+        this.rkeys = new int[slabCount];
+        for (int k = 0; k < slabCount; k++) {
+            rkeys[k] = windows == null ? mr.rkey() : windows[k].nextRkey();
+        }
+        this.held = new int[slabCount];
         this.generation = generation;
         this.loop = loop;
         this.owner = owner;
     }
 
     /**
-     * Allocates, touches and registers a ring of {@code size} bytes for remote writes: with a type-2 window to
-     * bind on the connection's queue pair ({@link #bindWindow}) before its rkey is announced, or, with
-     * {@code pdWide}, a region whose own rkey grants remote writes on every queue pair of the protection domain.
+     * How many slabs a ring of {@code size} bytes is cut into: slabs of at least {@link #MIN_SLAB} and four receive
+     * slots (a ring write is larger than a slot), at most {@link #MAX_SLABS} and as many as the RING message
+     * announcing them fits the peer's receive slot ({@code peerSlot} bytes).
+     */
+    static int slabCount(int size, int slotSize, int peerSlot) {
+        int bySize = size / Math.max(MIN_SLAB, 4 * slotSize);
+        int byMessage = (peerSlot - MessageHeader.LENGTH - MessageHeader.RING_FIXED_PAYLOAD) / 4;
+        return Math.max(1, Math.min(MAX_SLABS, Math.min(bySize, byMessage)));
+    }
+
+    /**
+     * Allocates, touches and registers a ring of about {@code size} bytes (rounded down to {@code slabCount} equal
+     * slabs) for remote writes: with a type-2 window per slab to bind on the connection's queue pair
+     * ({@link #bindWindows}) before the rkeys are announced, or, with {@code pdWide}, a region whose own rkey grants
+     * remote writes on every queue pair of the protection domain.
      *
      * @param budget the loop's ring memory, which the ring counts against until its memory is freed
-     * @param capacity writes expected outstanding at once (grows if more are)
      * @throws MemoryRegistrationException when the device refuses the registration
      */
-    static ReceiveRing create(ProtectionDomain pd, RingMemory budget, int size, boolean pdWide, boolean generation,
-                              int capacity, RdmaByteBufAllocator alloc, EventLoop loop, Owner owner) {
+    static ReceiveRing create(ProtectionDomain pd, RingMemory budget, int size, int slabCount, boolean pdWide,
+                              boolean generation, RdmaByteBufAllocator alloc, EventLoop loop, Owner owner) {
+        long slabSize = (long) size / slabCount & -(long) Immediate.ALIGNMENT;
+        long ringSize = slabSize * slabCount;
         Arena arena = Arena.ofShared();
         MemoryRegion mr = null;
+        MemoryWindow[] windows = null;
         try {
-            MemorySegment memory = arena.allocate(size, PAGE);
+            MemorySegment memory = arena.allocate(ringSize, PAGE);
             // Pages must exist before registration: copy-on-write after it would silently break the mapping.
             memory.fill((byte) 0);
             try {
                 mr = pd.registerMemory(memory, IbvAccessFlags.LOCAL_WRITE
                         | (pdWide ? IbvAccessFlags.REMOTE_WRITE : IbvAccessFlags.MW_BIND));
             } catch (VerbsException e) {
-                throw MemoryRegistrationException.of("a connection's receive ring", size, e);
+                throw MemoryRegistrationException.of("a connection's receive ring", ringSize, e);
             }
             PinnedMemoryWatch.registered();
-            MemoryWindow window = pdWide ? null : pd.allocMw(IbvMwType.TYPE_2);
-            ReceiveRing ring = new ReceiveRing(arena, budget, memory, mr, window, generation, capacity, alloc, loop,
-                    owner);
+            if (!pdWide) {
+                windows = new MemoryWindow[slabCount];
+                for (int k = 0; k < slabCount; k++) {
+                    windows[k] = pd.allocMw(IbvMwType.TYPE_2);
+                }
+            }
+            ReceiveRing ring = new ReceiveRing(arena, budget, memory, mr, windows, slabCount, generation, alloc,
+                    loop, owner);
             budget.reserve(ring.size);
             return ring;
         } catch (RuntimeException e) {
+            closeAll(windows);
             if (mr != null) {
                 mr.close();
             }
@@ -114,48 +152,100 @@ final class ReceiveRing extends ExternalRegion {
         }
     }
 
-    /**
-     * Adds to {@code sends} the bind of the window over the ring to the queue pair the batch is posted on, before
-     * the RING message that announces {@link #rkey}: send queue order makes the window valid before the peer
-     * can use it. Call {@link #windowBound()} once the batch is posted.
-     */
-    void bindWindow(SendQueue sends) {
-        if (window != null) {
-            sends.bindWindow(window, rkey, mr, size);
-        }
-    }
-
-    /** The batch with the bind was posted: the window's rkey is the one announced. */
-    void windowBound() {
-        if (window != null) {
-            window.updateRkey(rkey);
+    private static void closeAll(MemoryWindow[] windows) {
+        if (windows != null) {
+            for (MemoryWindow w : windows) {
+                if (w != null) {
+                    w.close();
+                }
+            }
         }
     }
 
     /**
-     * Ends remote access to the ring: the window is deallocated (which invalidates it). Held buffers may still
-     * read the memory; the peer can no longer write it. Idempotent; before the queue pair is destroyed.
+     * Adds to {@code sends} the binds of every slab's window to the queue pair the batch is posted on, before the
+     * RING message that announces {@link #rkeys}: send queue order makes the windows valid before the peer can use
+     * them. Call {@link #windowsBound()} once the batch is posted.
      */
-    void closeWindow() {
-        MemoryWindow w = window;
-        window = null;
-        if (w != null) {
-            w.close();
+    void bindWindows(SendQueue sends) {
+        if (windows != null) {
+            long slabSize = slabs.slabSize();
+            for (int k = 0; k < windows.length; k++) {
+                sends.bindWindow(windows[k], rkeys[k], mr, k * slabSize, slabSize);
+            }
         }
     }
 
-    /** A leak-aware buffer over write {@code seq}, {@code length} bytes at {@code address}; holds a reference. */
-    ByteBuf heldBuffer(RdmaByteBufAllocator alloc, long address, int length, long seq) {
-        held += releases.span(seq);
+    /** The batch with the binds was posted: the windows' rkeys are the ones announced. */
+    void windowsBound() {
+        if (windows != null) {
+            for (int k = 0; k < windows.length; k++) {
+                windows[k].updateRkey(rkeys[k]);
+            }
+        }
+    }
+
+    /** Whether the slabs have windows to invalidate and bind again (not with PD-wide rkeys). */
+    boolean hasWindows() {
+        return windows != null;
+    }
+
+    /** Adds the invalidation of {@code slab}'s window to {@code sends}; it holds a reference until it completes. */
+    void invalidate(SendQueue sends, int slab) {
+        refs.incrementAndGet();
+        sends.invalidate(windows[slab], this, slab);
+    }
+
+    /** Adds the bind of {@code slab}'s window under its next rkey; call {@link #rebound} once posted. */
+    void rebind(SendQueue sends, int slab) {
+        long slabSize = slabs.slabSize();
+        sends.bindWindow(windows[slab], windows[slab].nextRkey(), mr, slab * slabSize, slabSize);
+    }
+
+    /** The bind of {@code slab} was posted: its window has the next rkey, which the writer derives itself. */
+    void rebound(int slab) {
+        int rkey = windows[slab].nextRkey();
+        windows[slab].updateRkey(rkey);
+        rkeys[slab] = rkey;
+    }
+
+    /**
+     * Ends remote access to the ring: every window is deallocated (which invalidates it). Held buffers may still
+     * read the memory; the peer can no longer write it. Idempotent; before the queue pair is destroyed, and never
+     * while an invalidation of one of them is in flight on a live queue pair.
+     */
+    void closeWindows() {
+        MemoryWindow[] w = windows;
+        windows = null;
+        closeAll(w);
+    }
+
+    /** A leak-aware buffer over a write of {@code length} bytes at {@code address} in {@code slab}; holds a reference. */
+    ByteBuf heldBuffer(RdmaByteBufAllocator alloc, long address, int length, int slab) {
+        if (held[slab]++ == 0) {
+            heldSlabs++;
+        }
         refs.incrementAndGet();
         return alloc.leakAware(buffer((io.netty.buffer.ByteBufAllocator) alloc, address - memory.address(), length,
-                seq));
+                slab));
+    }
+
+    /** A buffer over {@code slab} was released. */
+    void bufferReleased(int slab) {
+        if (--held[slab] == 0) {
+            heldSlabs--;
+        }
+    }
+
+    /** Whether the reader holds buffers over {@code slab}. */
+    boolean holds(int slab) {
+        return held[slab] > 0;
     }
 
     void unref() {
         if (refs.decrementAndGet() == 0) {
             try {
-                closeWindow();
+                closeWindows();
                 mr.close();
             } finally {
                 arena.close();
@@ -165,13 +255,13 @@ final class ReceiveRing extends ExternalRegion {
     }
 
     @Override
-    protected void released(long seq) {
+    protected void released(long slab) {
         if (loop.inEventLoop()) {
-            owner.ringBufferReleased(this, seq);
+            owner.ringBufferReleased(this, (int) slab);
             return;
         }
         try {
-            loop.execute(() -> owner.ringBufferReleased(this, seq));
+            loop.execute(() -> owner.ringBufferReleased(this, (int) slab));
         } catch (RejectedExecutionException e) {
             // The loop has stopped, and with it the connection: only the memory is left to free.
             unref();
@@ -180,8 +270,7 @@ final class ReceiveRing extends ExternalRegion {
 
     @Override
     public String toString() {
-        return "ReceiveRing{size=" + size + ", generation=" + generation + ", held=" + held + ", pinned="
-                + releases.pinned() + ", owed=" + releases.owed() + ", outstanding=" + releases.outstanding()
-                + ", refs=" + refs.get() + '}';
+        return "ReceiveRing{size=" + size + ", generation=" + generation + ", heldSlabs=" + heldSlabs + ", "
+                + slabs + ", refs=" + refs.get() + '}';
     }
 }

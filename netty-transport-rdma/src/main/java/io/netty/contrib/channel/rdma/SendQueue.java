@@ -3,6 +3,7 @@ package io.netty.contrib.channel.rdma;
 import io.netty.buffer.ByteBuf;
 import io.netty.contrib.channel.rdma.internal.memory.RegisteredBuffer;
 import io.netty.contrib.channel.rdma.internal.memory.RegisteredMemoryPool;
+import io.netty.contrib.channel.rdma.internal.protocol.Immediate;
 import io.netty.contrib.channel.rdma.internal.protocol.MessageHeader;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvAccessFlags;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvSendFlags;
@@ -31,8 +32,20 @@ import java.lang.foreign.MemorySegment;
  * to know that everything has gone out (a closing channel's linger) calls {@link #requestCompletion()}, which signals
  * from then on and, when the last request posted was unsignalled, posts a signalled zero-length RDMA WRITE behind
  * it: it writes nothing and checks no R_Key (IBA C9-88), and completes after everything before it.
+ *
+ * <p>Ring writes and the slabs of the peer's ring (docs/PROTOCOL.md §3). The last ring write before anything else
+ * goes out, and the last of every batch, gets {@link Immediate#SEAL}: the writer leaves the slab it was filling, so
+ * the peer can invalidate that slab and deliver it without waiting for writes that may come much later, and no SEND
+ * overtakes a write the peer cannot deliver yet. The invalidations of this side's own slabs ({@code LOCAL_INV}) are
+ * always signalled, and their successful completion is reported to the {@link Invalidations}.
  */
 final class SendQueue {
+    /** Hears of invalidations of this side's ring slabs that completed. */
+    interface Invalidations {
+        /** The window of {@code slab} of {@code ring} is invalid: the peer cannot write the slab any more. */
+        void invalidated(ReceiveRing ring, int slab);
+    }
+
     /** At most this many work requests in a row go unsignalled. */
     private static final int SIGNAL_INTERVAL = 16;
 
@@ -73,6 +86,15 @@ final class SendQueue {
     private boolean tailSignaled = true;
     /** {@link #requestCompletion()} was called: the last work request of every batch is signalled. */
     private boolean signalLast;
+    /** The batch index of the last ring write added whose slab the writer has not left, or -1. */
+    private int openRingWrite = -1;
+    private int openImmediate;
+    /** Told when a ring write gets SEAL: the writer's window leaves the slab. */
+    private Runnable sealed = () -> { };
+    private Invalidations invalidations;
+    /** The ring and slab each send queue slot's LOCAL_INV invalidates, until its completion. */
+    private final ReceiveRing[] invalidatedRings;
+    private final int[] invalidatedSlabs;
 
     /**
      * @param headerBuf a registered buffer of {@link #headerBytes(int)} bytes, released with this queue
@@ -106,11 +128,33 @@ final class SendQueue {
         this.inflight = new ByteBuf[depth];
         this.gatheredBySlot = new ByteBuf[depth][];
         this.signalInterval = Math.max(1, Math.min(SIGNAL_INTERVAL, depth / 2));
+        this.invalidatedRings = new ReceiveRing[depth];
+        this.invalidatedSlabs = new int[depth];
+    }
+
+    /** Who is told when a ring write is sealed: the sender's window. */
+    void onSeal(Runnable sealed) {
+        this.sealed = sealed;
+    }
+
+    /** Who is told when an invalidation of this side's slabs completed. */
+    void onInvalidated(Invalidations invalidations) {
+        this.invalidations = invalidations;
     }
 
     /** Bytes of header memory a queue of {@code depth} needs. */
     static int headerBytes(int depth) {
         return depth * MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD;
+    }
+
+    /** Seals the open ring write of the batch, if any: the writer leaves its slab. */
+    private void seal() {
+        int i = openRingWrite;
+        if (i >= 0) {
+            openRingWrite = -1;
+            wrs.immData(i, openImmediate | Immediate.SEAL);
+            sealed.run();
+        }
     }
 
     /** Work requests that can still be added before the queue is full (completions make room). */
@@ -121,6 +165,11 @@ final class SendQueue {
     /** The batch has as many work requests as one doorbell takes: {@link #post()} before adding more. */
     boolean batchFull() {
         return batch == wrs.capacity();
+    }
+
+    /** Work requests the batch still takes before {@link #post()}. */
+    int batchRoom() {
+        return wrs.capacity() - batch;
     }
 
     /** Whether work requests were added and not yet posted. */
@@ -138,6 +187,7 @@ final class SendQueue {
      * ({@code null}: the header only).
      */
     void send(ByteBuf payload, int length) {
+        seal();
         int i = batch;
         int slot = slotOf(posted + i);
         wrs.set(i, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.SEND, 0);
@@ -150,26 +200,52 @@ final class SendQueue {
         batch++;
     }
 
-    /** Adds a RING message: the header filled through {@link #nextHeader}, then the ring's address, rkey, size. */
-    void sendRing(long address, int rkey, int size) {
+    /**
+     * Adds a RING message: the header filled through {@link #nextHeader}, then the ring's address, size, slabs,
+     * flags and the rkey of each slab ({@code slabs} 0: no ring).
+     */
+    void sendRing(long address, int size, int[] rkeys, int slabs, int flags) {
+        seal();
         int i = batch;
         int slot = slotOf(posted + i);
-        ringPayload.wrap(headers, ringPayloadOffset - MessageHeader.LENGTH).writeRing(address, rkey, size);
+        int payload = ringPayload.wrap(headers, ringPayloadOffset - MessageHeader.LENGTH)
+                .writeRing(address, size, rkeys, slabs, flags);
         wrs.set(i, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.SEND, 0);
         wrs.sgeAddress(i, 0, headers.address() + (long) slot * MessageHeader.LENGTH, MessageHeader.LENGTH,
                 headerLkey);
-        wrs.sgeAddress(i, 1, headers.address() + ringPayloadOffset, MessageHeader.RING_PAYLOAD, headerLkey);
-        batchFlags[i] = MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD <= maxInline ? IbvSendFlags.INLINE : 0;
+        wrs.sgeAddress(i, 1, headers.address() + ringPayloadOffset, payload, headerLkey);
+        batchFlags[i] = MessageHeader.LENGTH + payload <= maxInline ? IbvSendFlags.INLINE : 0;
         batch++;
     }
 
-    /** Adds the bind of type-2 window {@code mw} over the first {@code length} bytes of {@code mr}, with {@code rkey}. */
-    void bindWindow(MemoryWindow mw, int rkey, MemoryRegion mr, long length) {
+    /**
+     * Adds the bind of type-2 window {@code mw} over {@code length} bytes at {@code offset} in {@code mr}, with
+     * {@code rkey}, granting remote writes on this queue pair.
+     */
+    void bindWindow(MemoryWindow mw, int rkey, MemoryRegion mr, long offset, long length) {
+        seal();
         int i = batch;
         int slot = slotOf(posted + i);
         wrs.set(i, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.BIND_MW, 0);
-        wrs.bindMw(i, mw, rkey, mr, 0, length, IbvAccessFlags.REMOTE_WRITE);
+        wrs.bindMw(i, mw, rkey, mr, offset, length, IbvAccessFlags.REMOTE_WRITE);
         batchFlags[i] = 0;
+        batch++;
+    }
+
+    /**
+     * Adds the invalidation ({@code LOCAL_INV}, signalled) of {@code slab}'s window {@code mw} of this side's
+     * {@code ring}; its successful completion is reported to the {@link Invalidations}, and either way it drops a
+     * reference to the ring, which the caller took.
+     */
+    void invalidate(MemoryWindow mw, ReceiveRing ring, int slab) {
+        seal();
+        int i = batch;
+        int slot = slotOf(posted + i);
+        wrs.set(i, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.LOCAL_INV, 0);
+        wrs.invalidateRkey(i, mw.rkey());
+        batchFlags[i] = IbvSendFlags.SIGNALED;
+        invalidatedRings[slot] = ring;
+        invalidatedSlabs[slot] = slab;
         batch++;
     }
 
@@ -181,6 +257,8 @@ final class SendQueue {
         int i = batch;
         wrs.set(i, WrId.encode(channelId, WrId.SEND, slotOf(posted + i)), IbvWrOpcode.RDMA_WRITE_WITH_IMM, 0);
         wrs.immData(i, immediate);
+        openRingWrite = i;
+        openImmediate = immediate;
         wrs.rdma(i, remoteAddress, rkey);
         batchFlags[i] = 0;
         gathered = 0;
@@ -245,13 +323,15 @@ final class SendQueue {
         if (n == 0) {
             return;
         }
+        seal();
         int flags = 0;
         for (int i = 0; i < n; i++) {
             flags = batchFlags[i];
             if ((flags & IbvSendFlags.INLINE) == 0) {
                 holding = true;
             }
-            if (++unsignaled >= signalInterval || i == n - 1 && (holding || signalLast)) {
+            if ((flags & IbvSendFlags.SIGNALED) != 0 || ++unsignaled >= signalInterval
+                    || i == n - 1 && (holding || signalLast)) {
                 flags |= IbvSendFlags.SIGNALED;
                 unsignaled = 0;
                 holding = false;
@@ -282,6 +362,7 @@ final class SendQueue {
      */
     void requestCompletion() {
         signalLast = true;
+        seal();
         if (tailSignaled || completed == posted || batch != 0 || room() <= 0) {
             // Signalled already, nothing outstanding, a batch being added that will end signalled, or no room yet.
             return;
@@ -306,8 +387,8 @@ final class SendQueue {
      * @throws IOException on an error completion
      */
     void completed(WorkCompletions wcs, int i) throws IOException {
-        released(wcs, i);
         int status = wcs.status(i);
+        release(wcs, i, status == IbvWcStatus.SUCCESS);
         if (status != IbvWcStatus.SUCCESS) {
             throw new IOException("RDMA send failed: " + IbvWcStatus.name(status)
                     + (status == IbvWcStatus.REM_ACCESS_ERR ? " (the peer refused a write into its ring)" : ""));
@@ -316,12 +397,33 @@ final class SendQueue {
 
     /** Releases the buffers of every send up to the one completed by {@code wcs[i]}, whatever its status. */
     void released(WorkCompletions wcs, int i) {
+        release(wcs, i, false);
+    }
+
+    private void release(WorkCompletions wcs, int i, boolean success) {
         int slot = WrId.slot(wcs.wrId(i));
         long seq = completed + Math.floorMod(slot - slotOf(completed), depth);
         for (long s = completed; s <= seq && s < posted; s++) {
+            finishInvalidation(slotOf(s), success);
             release(slotOf(s));
         }
         completed = Math.min(seq + 1, posted);
+    }
+
+    /** The LOCAL_INV of {@code slot}, if it was one, is done: reported when it succeeded; its reference goes. */
+    private void finishInvalidation(int slot, boolean success) {
+        ReceiveRing ring = invalidatedRings[slot];
+        if (ring == null) {
+            return;
+        }
+        invalidatedRings[slot] = null;
+        try {
+            if (success && invalidations != null) {
+                invalidations.invalidated(ring, invalidatedSlabs[slot]);
+            }
+        } finally {
+            ring.unref();
+        }
     }
 
     /** Releases the buffers that the work request of {@code slot} sent from. */
@@ -349,6 +451,7 @@ final class SendQueue {
     /** Lets go of every buffer still held and of the header memory; the queue pair must be gone. */
     void release() {
         for (int s = 0; s < inflight.length; s++) {
+            finishInvalidation(s, false);
             release(s);
         }
         headerBuf.release();

@@ -14,7 +14,7 @@ import java.io.IOException;
 /**
  * Turns a channel's flushed writes into work requests within what the peer offered (docs/PROTOCOL.md): SENDs of
  * up to the peer's receive slot, each taking one of its receive credits; writes larger than a slot as RDMA WRITE
- * WITH IMMEDIATE into the peer's receive ring, in parts of up to a quarter of it, when it offers one (else as
+ * WITH IMMEDIATE into the peer's receive ring, in parts of up to a slab of it, when it offers one (else as
  * SENDs, asking for a ring), each ring write gathering the writes that follow from where they lie (up to
  * {@link #MAX_GATHER} buffers, as a socket's writev does); mid-size writes that follow one another gathered into
  * ring writes the same way (a backlog of them asks for a ring); small writes copied into one SEND
@@ -41,7 +41,7 @@ final class Sender {
         /** Receive credits granted since the last message: their receives are posted. */
         int takeReceiveCredits();
 
-        /** Bytes of this side's ring freed since the last message. */
+        /** Slabs of this side's ring bound again since the last message, bit k for slab k. */
         int takeRingCredits();
     }
 
@@ -65,9 +65,9 @@ final class Sender {
     private int earlyReceiveCredits;
     private int peerMaxSend;
     private long peerRingAddress;
-    private int peerRingRkey;
-    /** The largest ring write: a quarter of the peer's ring; 0 while it offers none. */
+    /** The largest ring write: a slab of the peer's ring; 0 while it offers none. */
     private int maxRingWrite;
+    private final int[] ringRkeys = new int[Immediate.MAX_SLABS];
     private boolean peerRingGeneration;
     /** This side took a RING message of the peer and has not told it yet ({@link MessageHeader#FLAG_RING_SEEN}). */
     private boolean ringSeenOwed;
@@ -84,17 +84,25 @@ final class Sender {
         this.coalesceThreshold = coalesceThreshold;
         this.files = new FileRegionChunker(alloc);
         this.gather = new Gather(sends.maxGather());
+        sends.onSeal(this::sealed);
+    }
+
+    /** The last ring write posted leaves its slab ({@link SendQueue}). */
+    private void sealed() {
+        window.seal();
     }
 
     /** Takes what the peer offered at connect time; sending may start. */
     void start(ConnectParameters peer) {
-        window = new SendWindow(peer.recvCredits(), peer.ringSize());
+        window = new SendWindow(peer.recvCredits());
         window.grant(earlyReceiveCredits, 0);
         earlyReceiveCredits = 0;
-        peerRingAddress = peer.ringAddress();
-        peerRingRkey = peer.ringRkey();
         peerMaxSend = peer.recvBufferSize() - MessageHeader.LENGTH;
-        maxRingWrite = peer.ringSize() / 4;
+    }
+
+    /** The peer's receive slot: the largest SEND it takes, header included. */
+    int peerSlotSize() {
+        return peerMaxSend + MessageHeader.LENGTH;
     }
 
     boolean started() {
@@ -106,7 +114,7 @@ final class Sender {
         if (window != null) {
             window.grant(receiveCredits, ringCredits);
         } else if (ringCredits != 0) {
-            throw new ProtocolException("ring credits returned before the connection was established");
+            throw new ProtocolException("ring slabs returned before the connection was established");
         } else {
             earlyReceiveCredits += receiveCredits;
         }
@@ -118,10 +126,13 @@ final class Sender {
             throw new ProtocolException("RING message before the connection was established");
         }
         long size = ring.ringSize();
-        window.switchRing(size);
+        int slabs = ring.ringSlabs();
+        for (int k = 0; k < slabs; k++) {
+            ringRkeys[k] = ring.ringRkey(k);
+        }
+        window.switchRing(size, slabs, ringRkeys, (ring.ringFlags() & MessageHeader.RING_FIXED_RKEYS) != 0);
         peerRingAddress = ring.ringAddress();
-        peerRingRkey = ring.ringRkey();
-        maxRingWrite = (int) (size / 4);
+        maxRingWrite = (int) window.maxRingWrite();
         peerRingGeneration = !peerRingGeneration;
         ringSeenOwed = true;
     }
@@ -256,7 +267,7 @@ final class Sender {
 
     /**
      * Sends the writes at the head of the flush, after {@code head} bytes of {@code staging} if given, as one ring
-     * write gathered from where they lie: as many as fit a quarter of the peer's ring and {@link #MAX_GATHER}
+     * write gathered from where they lie: as many as fit a slab of the peer's ring and {@link #MAX_GATHER}
      * buffers, the last one possibly in part; after the first, a write of at most {@code smallLimit} bytes ends it.
      * Completes their promises.
      *
@@ -279,8 +290,8 @@ final class Sender {
             }
             return false;
         }
-        sends.ringWrite(Immediate.encode(total, window.lastWrapped(), peerRingGeneration), peerRingAddress + offset,
-                peerRingRkey);
+        sends.ringWrite(Immediate.encode(total, window.lastSlab(), false, peerRingGeneration),
+                peerRingAddress + offset, window.lastRkey());
         if (staging != null) {
             sends.gather(staging, head);
         }
@@ -447,8 +458,8 @@ final class Sender {
             return false;
         }
         counters.ringWrites++;
-        sends.ringWrite(Immediate.encode(length, window.lastWrapped(), peerRingGeneration), peerRingAddress + offset,
-                peerRingRkey);
+        sends.ringWrite(Immediate.encode(length, window.lastSlab(), false, peerRingGeneration),
+                peerRingAddress + offset, window.lastRkey());
         sends.gather(buf, length);
         return true;
     }
@@ -485,8 +496,8 @@ final class Sender {
     }
 
     /**
-     * Fills the header of a RING message: receive credits, but no ring credits, which the peer would count
-     * against the new ring. Needs send room and a control credit.
+     * Fills the header of a RING message: receive credits, but no slabs, which the peer would take for slabs of
+     * the new ring. Needs send room and a control credit.
      */
     void writeRingHeader() {
         sends.nextHeader(header).write(MessageHeader.TYPE_RING, ringSeenFlag(), owed.takeReceiveCredits(), 0);

@@ -16,8 +16,9 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * The receive rings a connection offers, decision by decision, on real registered memory: offered when asked
- * for, withdrawn when idle, replaced when held buffers pin half of one, and each freed exactly when nothing can
- * write or read it any more.
+ * for, withdrawn when idle, their slabs invalidated before delivery and returned once released, and each freed
+ * exactly when nothing can write or read it any more. (Regions with PD-wide rkeys: a window needs a queue pair to be
+ * bound on; the windows are exercised end to end by RdmaReceiveRingTest and the hostile-peer tests.)
  */
 class OfferedRingsTest {
     private static final int RING = 64 * 1024;
@@ -49,8 +50,8 @@ class OfferedRingsTest {
     private static OfferedRings newRings(RingMemory memory) {
         // Plain regions (PD-wide rkeys): a window would need a queue pair to bind it on.
         OfferedRings[] self = new OfferedRings[1];
-        self[0] = new OfferedRings(device.pd(), memory, RING, QUARTER, true, 16, device.allocator(), loop,
-                (r, seq) -> self[0].bufferReleased(r, seq));
+        self[0] = new OfferedRings(device.pd(), memory, RING, QUARTER, 8192, true, device.allocator(), loop,
+                (r, slab) -> self[0].bufferReleased(r, slab));
         return self[0];
     }
 
@@ -62,12 +63,20 @@ class OfferedRingsTest {
         return SoftwareRdma.hasObjectCounts() ? SoftwareRdma.objectCounts().get("mr") : 0;
     }
 
-    /** A write of {@code length} bytes of generation {@code gen} landing in {@code r}: its sequence number. */
-    private static long arrive(ReceiveRing r, int length, boolean gen) {
-        long seq = r.releases.arrive(Immediate.encode(length, false, gen));
+    /** A sealed write of {@code length} bytes of generation {@code gen} into {@code slab} of {@code r}. */
+    private static int arrive(ReceiveRing r, int slab, int length, boolean gen) {
+        int landed = r.slabs.arrive(Immediate.encode(length, slab, true, gen));
         r.arrivals++;
         r.refs.incrementAndGet(); // as the connection does while the write waits to be read
-        return seq;
+        return landed;
+    }
+
+    /** Invalidates what was closed (at once without windows) and delivers the write in {@code slab} as a copy. */
+    private static void deliver(OfferedRings rings, ReceiveRing r, int slab) {
+        rings.invalidate(null, 32);
+        assertThat(r.slabs.deliverable(slab)).isTrue();
+        assertThat(rings.mayHold(r, slab)).as("no windows: always copied").isFalse();
+        rings.delivered(r, slab);
     }
 
     @Test
@@ -78,31 +87,37 @@ class OfferedRingsTest {
             assertThat(rings.announceDue()).isFalse();
             rings.peerWantsRing();
             assertThat(rings.announceDue()).isTrue();
-            ReceiveRing first = rings.next();
+            ReceiveRing first = rings.next(8192);
             rings.announced(first);
             assertThat(rings.current()).isSameAs(first);
             assertThat(rings.announceDue()).isFalse();
             assertThat(first.generation).isTrue();
-            assertThat(rings.ringOf(Immediate.encode(100, false, true))).isSameAs(first);
-            assertThatThrownBy(() -> rings.ringOf(Immediate.encode(100, false, false)))
+            assertThat(first.slabs.count()).as("slabs of four 8 KiB slots").isEqualTo(2);
+            assertThat(rings.ringOf(Immediate.encode(100, 0, false, true))).isSameAs(first);
+            assertThatThrownBy(() -> rings.ringOf(Immediate.encode(100, 0, false, false)))
                     .isInstanceOf(ProtocolException.class).hasMessageContaining("after the switch");
 
-            // Traffic keeps it; a look with no arrival since the last one withdraws it.
-            rings.delivered(first, arrive(first, 1000, true));
+            // Traffic keeps it; a look with no arrival since the last one withdraws it (once nothing is out).
+            deliver(rings, first, arrive(first, 0, 1000, true));
             assertThat(rings.checkIdle()).isFalse();
+            assertThat(rings.checkIdle()).as("slab 0 is not back yet").isFalse();
+            assertThat(rings.windowWorkDue()).isTrue();
+            assertThat(rings.rebind(null, 32)).isEqualTo(1);
+            assertThat(rings.creditsDue()).as("half the slabs owed").isTrue();
+            assertThat(rings.takeOwed()).isEqualTo(1);
             assertThat(rings.checkIdle()).isTrue();
             assertThat(rings.announceDue()).isTrue();
-            assertThat(rings.next()).isNull();
+            assertThat(rings.next(8192)).isNull();
             rings.announced(null);
             assertThat(rings.current()).isNull();
             // Until the peer confirms the RING, its writes may still land in the old ring, and nothing else is
             // announced (one generation bit).
-            assertThat(rings.ringOf(Immediate.encode(100, false, true))).isSameAs(first);
+            assertThat(rings.ringOf(Immediate.encode(100, 0, false, true))).isSameAs(first);
             rings.peerWantsRing();
             assertThat(rings.announceDue()).isFalse();
             rings.peerLeftRetired();
             assertThat(first.refs.get()).isZero();
-            assertThatThrownBy(() -> rings.ringOf(Immediate.encode(100, false, true)))
+            assertThatThrownBy(() -> rings.ringOf(Immediate.encode(100, 0, false, true)))
                     .isInstanceOf(ProtocolException.class).hasMessageContaining("offers no ring");
             assertThat(rings.announceDue()).isTrue();
             return null;
@@ -111,41 +126,35 @@ class OfferedRingsTest {
     }
 
     @Test
-    void heldBuffersPinningHalfTheRingBringANewOneAndTheOldLivesUntilTheyAreReleased() throws Exception {
+    void aSlabIsDeliveredOnlyOnceInvalidatedAndComesBackOnlyOnceReleased() throws Exception {
         long before = regions();
-        ByteBuf[] held = onLoop(() -> {
+        onLoop(() -> {
             OfferedRings rings = newRings();
             rings.peerWantsRing();
-            ReceiveRing first = rings.next();
-            rings.announced(first);
-            ByteBuf[] bufs = new ByteBuf[2];
-            for (int i = 0; i < 2; i++) {
-                long seq = arrive(first, QUARTER, true);
-                assertThat(rings.mayHold(first, seq)).isTrue();
-                bufs[i] = first.heldBuffer(device.allocator(), first.memory.address() + first.releases.lastOffset(),
-                        QUARTER, seq);
-                rings.unref(first); // the queued write's reference: it was handed over
-            }
-            assertThat(rings.announceDue()).isTrue();
-            ReceiveRing second = rings.next();
-            rings.announced(second);
-            assertThat(second.generation).isFalse();
-            // While a retired ring lives, nothing new is handed over as a buffer: the peer must not be able to
-            // pin both rings.
-            long seq = arrive(second, 100, false);
-            assertThat(rings.mayHold(second, seq)).isFalse();
-            rings.delivered(second, seq);
-            rings.peerLeftRetired();
-            assertThat(first.refs.get()).isEqualTo(2);
-            return bufs;
-        });
-        held[0].release();
-        held[1].release();
-        onLoop(() -> {
-            ReceiveRing second = rings.current();
-            long seq = arrive(second, 100, false);
-            assertThat(rings.mayHold(second, seq)).isTrue();
-            rings.delivered(second, seq);
+            ReceiveRing ring = rings.next(8192);
+            rings.announced(ring);
+            // Unsealed: the writer is still in slab 0, and a SEND now would be a protocol error.
+            ring.slabs.arrive(Immediate.encode(100, 0, false, true));
+            ring.refs.incrementAndGet();
+            assertThat(rings.peerWriting()).isTrue();
+            assertThat(ring.slabs.deliverable(0)).isFalse();
+            rings.invalidate(null, 32);
+            assertThat(ring.slabs.deliverable(0)).as("not closed yet").isFalse();
+            // A write into slab 1 leaves slab 0.
+            int slab = arrive(ring, 1, 100, true);
+            assertThat(slab).isEqualTo(1);
+            assertThat(rings.peerWriting()).isFalse();
+            rings.invalidate(null, 32);
+            assertThat(ring.slabs.deliverable(0)).isTrue();
+            assertThat(ring.slabs.deliverable(1)).isTrue();
+            rings.delivered(ring, 1);
+            rings.rebind(null, 32);
+            assertThat(rings.takeOwed()).isEqualTo(0b10);
+            assertThat(rings.checkIdle()).as("slab 0 still has a write").isFalse();
+            rings.delivered(ring, 0);
+            rings.rebind(null, 32);
+            assertThat(rings.takeOwed()).isEqualTo(0b01);
+            assertThat(ring.slabs.quiet()).isTrue();
             rings.release();
             return null;
         });
@@ -182,12 +191,12 @@ class OfferedRingsTest {
             OfferedRings c = newRings(memory);
             a.peerWantsRing();
             assertThat(a.announceDue()).isTrue();
-            ReceiveRing ringA = a.next();
+            ReceiveRing ringA = a.next(8192);
             a.announced(ringA);
             assertThat(ringA.size).isEqualTo(RING);
             b.peerWantsRing();
             assertThat(b.announceDue()).isTrue();
-            ReceiveRing ringB = b.next();
+            ReceiveRing ringB = b.next(8192);
             b.announced(ringB);
             assertThat(ringB.size).isEqualTo(QUARTER);
             assertThat(memory.pinned()).isEqualTo(RING + QUARTER);
@@ -196,13 +205,13 @@ class OfferedRingsTest {
             assertThat(c.announceDue()).isFalse();
             // a's ring goes idle and is withdrawn; once the peer has left it, its memory is free for c.
             assertThat(a.checkIdle()).isTrue();
-            assertThat(a.next()).isNull();
+            assertThat(a.next(8192)).isNull();
             a.announced(null);
             assertThat(c.announceDue()).isFalse();
             a.peerLeftRetired();
             assertThat(memory.pinned()).isEqualTo(QUARTER);
             assertThat(c.announceDue()).isTrue();
-            ReceiveRing ringC = c.next();
+            ReceiveRing ringC = c.next(8192);
             c.announced(ringC);
             assertThat(ringC.size).isEqualTo((RING + QUARTER) / 2 & -4096);
             b.release();
@@ -214,28 +223,27 @@ class OfferedRingsTest {
     }
 
     @Test
-    void freedSpaceIsDueAsCreditWhenThePeerMayBeShortOfRoom() throws Exception {
+    void returnedSlabsAreDueAsCreditWhenThePeerMayBeShortOfThem() throws Exception {
         long before = regions();
         onLoop(() -> {
-            OfferedRings rings = newRings();
+            OfferedRings rings = newRings(new RingMemory(4 * RING));
             assertThat(rings.creditsDue()).isFalse();
             assertThat(rings.takeOwed()).isZero();
             rings.peerWantsRing();
-            ReceiveRing ring = rings.next();
+            // A peer with 1 KiB slots: a RING message of it fits (1024 - 24) / 4 rkeys, a ring cut into 2 slabs.
+            ReceiveRing ring = rings.next(1024);
             rings.announced(ring);
-            long a = arrive(ring, QUARTER, true);
-            long b = arrive(ring, QUARTER, true);
-            long c = arrive(ring, QUARTER, true);
-            assertThat(rings.creditsDue()).isFalse();
-            // Out of order: nothing can be returned before the first write is released.
-            rings.delivered(ring, b);
-            assertThat(rings.creditsDue()).isFalse();
-            rings.delivered(ring, a);
-            // Half the ring freed: the writer, as far as it knows, has a quarter left.
+            assertThat(ring.slabs.count()).isEqualTo(2);
+            arrive(ring, 0, 100, true);
+            arrive(ring, 1, 100, true);
+            rings.invalidate(null, 32);
+            rings.delivered(ring, 1);
+            rings.rebind(null, 32);
+            // One of two slabs owed, none left to the writer: due.
             assertThat(rings.creditsDue()).isTrue();
-            assertThat(rings.takeOwed()).isEqualTo(2 * QUARTER);
+            assertThat(rings.takeOwed()).isEqualTo(0b10);
             assertThat(rings.creditsDue()).isFalse();
-            rings.delivered(ring, c);
+            rings.delivered(ring, 0);
             rings.release();
             return null;
         });

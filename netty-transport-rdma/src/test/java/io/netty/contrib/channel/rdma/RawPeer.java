@@ -55,7 +55,9 @@ final class RawPeer implements AutoCloseable {
     private long nextWrId = 1;
     long ringAddress;
     long ringSize;
-    int ringRkey;
+    /** The rkey of each slab of the ring, as the RING message gave them. */
+    int[] ringRkeys = new int[0];
+    long slabSize;
 
     RawPeer(InetSocketAddress server) {
         id = channel.createId();
@@ -103,7 +105,11 @@ final class RawPeer implements AutoCloseable {
                 if (header.type() == MessageHeader.TYPE_RING) {
                     ringAddress = header.ringAddress();
                     ringSize = header.ringSize();
-                    ringRkey = header.ringRkey();
+                    ringRkeys = new int[header.ringSlabs()];
+                    for (int k = 0; k < ringRkeys.length; k++) {
+                        ringRkeys[k] = header.ringRkey(k);
+                    }
+                    slabSize = ringRkeys.length == 0 ? 0 : ringSize / ringRkeys.length;
                 }
             }
         }
@@ -132,9 +138,9 @@ final class RawPeer implements AutoCloseable {
         throw new AssertionError("no completion for the write");
     }
 
-    /** A ring write at the start of the ring, as the protocol has the first one land. */
+    /** A sealed ring write at the start of the ring's first slab, as the protocol has the first one land. */
     String ringWriteAtStart(int length) {
-        return write(ringAddress, ringRkey, length, Immediate.encode(length, false, true));
+        return write(ringAddress, ringRkeys[0], length, Immediate.encode(length, 0, true, true));
     }
 
     private CmEvent expect(int type) {

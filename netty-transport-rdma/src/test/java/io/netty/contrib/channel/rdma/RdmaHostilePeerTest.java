@@ -134,11 +134,11 @@ class RdmaHostilePeerTest {
         }
     }
 
-    /** Connects with raw verbs and valid parameters, then RDMA-writes just past the end of the server's ring. */
+    /** Connects with raw verbs and valid parameters, then RDMA-writes just past the end of the window of the server's first ring slab. */
     private static String writeBeyondTheServersRing(InetSocketAddress server) {
         try (RawPeer peer = new RawPeer(server)) {
             peer.awaitRing();
-            return peer.write(peer.ringAddress + peer.ringSize, peer.ringRkey, 4096, null);
+            return peer.write(peer.ringAddress + peer.slabSize, peer.ringRkeys[0], 4096, null);
         }
     }
 

@@ -32,9 +32,10 @@ import java.util.zip.CRC32;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
- * Received bytes are the application's own: every message is copied into a buffer of the channel's configured
- * allocator, so what the peer writes afterwards cannot change them; only {@link RdmaChannelOption#RECEIVE_ZERO_COPY}
- * hands out the ring itself, with the cost its javadoc names.
+ * Received bytes are the application's own: a ring write is handed over as a buffer over the ring only once the
+ * window of its slab is invalidated (zero copy, the default), or copied into a buffer of the channel's configured
+ * allocator ({@link RdmaChannelOption#RECEIVE_ZERO_COPY} off); either way what the peer writes afterwards, with any
+ * rkey it was given, cannot change them.
  */
 @Timeout(60)
 class RdmaReceiveCopyTest {
@@ -52,32 +53,41 @@ class RdmaReceiveCopyTest {
     }
 
     @Test
-    void bytesDeliveredNeverChangeWhateverThePeerWritesAfterwards() throws Exception {
-        ByteBuf held = receiveThenOverwrite(false);
+    void copiedBytesNeverChangeWhateverThePeerWritesAfterwards() throws Exception {
+        Received r = receiveThenOverwrite(false);
         try {
-            assertThat(allBytes(held, (byte) 0x11)).as("the bytes the application holds after the peer rewrote "
-                    + "the ring").isTrue();
+            assertThat(r.overwrite).as("the peer's write into the slab it left").isEqualTo("REM_ACCESS_ERR");
+            assertThat(allBytes(r.held, (byte) 0x11)).as("the bytes the application holds").isTrue();
+            assertThat(r.zeroCopyBuffers).isZero();
         } finally {
-            held.release();
+            r.held.release();
         }
     }
 
     @Test
-    void zeroCopyDeliveryLetsThePeerRewriteHeldBytesAsDocumented() throws Exception {
-        ByteBuf held = receiveThenOverwrite(true);
+    void zeroCopyBytesAreOutsideEveryWindowOfThePeer() throws Exception {
+        Received r = receiveThenOverwrite(true);
         try {
-            assertThat(allBytes(held, (byte) 0x22)).as("zero-copy: the held buffer is the ring").isTrue();
+            assertThat(r.zeroCopyBuffers).as("handed over as a buffer over the ring").isEqualTo(1);
+            assertThat(r.overwrite).as("the peer's write over bytes the application holds")
+                    .isEqualTo("REM_ACCESS_ERR");
+            assertThat(allBytes(r.held, (byte) 0x11)).as("the held buffer over the ring").isTrue();
         } finally {
-            held.release();
+            r.held.release();
         }
     }
 
+    /** What {@link #receiveThenOverwrite} saw. */
+    private record Received(ByteBuf held, String overwrite, long zeroCopyBuffers) {
+    }
+
     /**
-     * A raw-verbs peer puts 4 KiB of 0x11 in the server's ring by a WRITE WITH IMMEDIATE; once the server's handler
-     * holds the buffer it got, the peer RDMA-writes 0x22 over the same ring bytes. Returns the held buffer.
+     * A raw-verbs peer puts 4 KiB of 0x11 in the server's ring by a sealed WRITE WITH IMMEDIATE; once the server's
+     * handler holds the buffer it got, the peer RDMA-writes 0x22 over the same ring bytes with the slab's rkey.
      */
-    private static ByteBuf receiveThenOverwrite(boolean zeroCopy) throws Exception {
+    private static Received receiveThenOverwrite(boolean zeroCopy) throws Exception {
         CompletableFuture<ByteBuf> got = new CompletableFuture<>();
+        CompletableFuture<RdmaChannel> child = new CompletableFuture<>();
         Channel server = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
                 .childOption(RdmaChannelOption.RECEIVE_ZERO_COPY, zeroCopy)
                 .childOption(ChannelOption.RCVBUF_ALLOCATOR, new FixedRecvByteBufAllocator(64 << 10))
@@ -86,6 +96,7 @@ class RdmaReceiveCopyTest {
                     public void channelRead(ChannelHandlerContext ctx, Object msg) {
                         ByteBuf buf = (ByteBuf) msg;
                         if (buf.readableBytes() == 4096) {
+                            child.complete((RdmaChannel) ctx.channel());
                             got.complete(buf);
                         } else {
                             buf.release(); // the one byte that asked for the ring
@@ -98,9 +109,10 @@ class RdmaReceiveCopyTest {
             assertThat(peer.ringWriteAtStart(4096)).isEqualTo("SUCCESS");
             ByteBuf held = got.get(20, TimeUnit.SECONDS);
             assertThat(allBytes(held, (byte) 0x11)).as("the bytes delivered").isTrue();
+            long zeroCopyBuffers = child.get().metric().zeroCopyBuffers();
             peer.payload().fill((byte) 0x22);
-            assertThat(peer.write(peer.ringAddress, peer.ringRkey, 4096, null)).isEqualTo("SUCCESS");
-            return held;
+            String overwrite = peer.write(peer.ringAddress, peer.ringRkeys[0], 4096, null);
+            return new Received(held, overwrite, zeroCopyBuffers);
         } finally {
             server.close().sync();
         }
@@ -136,7 +148,7 @@ class RdmaReceiveCopyTest {
         try (RawPeer attacker = new RawPeer(address); RawPeer victim = new RawPeer(address)) {
             victim.awaitRing();
             attacker.payload().fill((byte) 0x66);
-            assertThat(attacker.write(victim.ringAddress, victim.ringRkey, 4096, null))
+            assertThat(attacker.write(victim.ringAddress, victim.ringRkeys[0], 4096, null))
                     .isEqualTo("REM_ACCESS_ERR");
             victim.payload().fill((byte) 0x11);
             assertThat(victim.ringWriteAtStart(4096)).isEqualTo("SUCCESS");

@@ -12,16 +12,17 @@ import java.nio.ByteOrder;
  *  0  magic            u32  'NRDM'
  *  4  version          u16
  *  6  flags            u16  reserved, 0
- *  8  ringAddress      u64  virtual address of the sender's receive ring
- * 16  ringRkey         u32  rkey of the ring's memory region
- * 20  ringSize         u32  bytes
+ *  8  ringAddress      u64  reserved, 0 (version 3 and earlier: a ring offered at once; rings are offered by
+ *                            RING messages, docs/PROTOCOL.md §2)
+ * 16  ringRkey         u32  reserved, 0
+ * 20  ringSize         u32  reserved, 0
  * 24  recvCredits      u32  receive buffers posted for the peer before the first message
  * 28  recvBufferSize   u32  bytes of one receive buffer (largest SEND the peer may post)
  * </pre>
  */
 public final class ConnectParameters {
     public static final int MAGIC = 0x4E52444D;
-    public static final int VERSION = 3;
+    public static final int VERSION = 4;
     /** Bounds of what a peer may announce (docs/PROTOCOL.md §1); anything else is rejected. */
     public static final int MIN_RECV_CREDITS = 2;
     public static final int MAX_RECV_CREDITS = 4096;
@@ -116,27 +117,9 @@ public final class ConnectParameters {
             return "recvBufferSize " + Integer.toUnsignedString(slot) + " outside " + MIN_RECV_BUFFER_SIZE + "-"
                     + MAX_RECV_BUFFER_SIZE;
         }
-        return invalidRing(ringAddress(), ringRkey(), Integer.toUnsignedLong(ringSize()));
-    }
-
-    /**
-     * What is inconsistent in a ring's (address, rkey, size), here or in a RING message, or {@code null}: a ring
-     * is offered by its address, so there is either no ring (all three 0) or a size in range at a non-zero
-     * address whose last byte does not wrap past 2^64. (An rkey of 0 is a valid key on some devices.)
-     */
-    static String invalidRing(long address, int rkey, long size) {
-        if (size == 0) {
-            return address != 0 || rkey != 0 ? "ringAddress or ringRkey without a ring" : null;
-        }
-        if (size < MIN_RING_SIZE || size > MAX_RING_SIZE || size % Immediate.ALIGNMENT != 0) {
-            return "ringSize " + size + " is neither 0 nor " + MIN_RING_SIZE + "-" + MAX_RING_SIZE
-                    + ", a multiple of " + Immediate.ALIGNMENT;
-        }
-        if (address == 0) {
-            return "ringSize " + size + " without a ringAddress";
-        }
-        if (Long.compareUnsigned(address + size - 1, address) < 0) {
-            return "a ring of " + size + " bytes at 0x" + Long.toHexString(address) + " wraps past 2^64";
+        if (ringAddress() != 0 || ringRkey() != 0 || ringSize() != 0) {
+            return "a ring in the connect parameters (ringAddress 0x" + Long.toHexString(ringAddress())
+                    + ", ringSize " + Integer.toUnsignedString(ringSize()) + "): rings are offered by RING messages";
         }
         return null;
     }

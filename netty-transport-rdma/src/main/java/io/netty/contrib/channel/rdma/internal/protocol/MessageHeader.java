@@ -15,11 +15,13 @@ import static io.netty.contrib.channel.rdma.internal.protocol.ConnectParameters.
  *  0  type         u8   DATA, CREDIT, SHUTDOWN or RING
  *  1  flags        u8   WANTS_RING, RING_SEEN; other bits 0
  *  2  recvCredits  u16  receive credits the sender granted since its last report
- *  4  ringCredits  u32  bytes of its receive ring the sender released since its last report
+ *  4  returnedSlabs u32 slabs of its receive ring the sender returned since its last report, bit k for slab k
  *  8  payload (DATA), or for RING:
  *  8  ringAddress  u64  the sender's new receive ring (0 with size 0: no ring any more)
- * 16  ringRkey     u32
- * 20  ringSize     u32
+ * 16  ringSize     u32  bytes, slabs × slab size
+ * 20  slabs        u16  how many slabs the ring is cut into, 1 .. 32 (0: no ring)
+ * 22  ringFlags    u16  bit 0 FIXED_RKEYS: a returned slab keeps its rkey (memory regions, no windows); others 0
+ * 24  rkeys        u32 × slabs: the rkey of each slab's memory window, slab k at 24 + 4k
  * </pre>
  */
 public final class MessageHeader {
@@ -31,7 +33,7 @@ public final class MessageHeader {
     public static final byte TYPE_SHUTDOWN = 3;
     /**
      * The sender has a new receive ring, or none (size 0): writes after this one go there (with the immediate's
-     * generation flipped), and ring credits in later headers are for it. Ring credits of this header itself are 0.
+     * generation flipped), and slabs returned in later headers are its slabs. This header itself returns none.
      */
     public static final byte TYPE_RING = 4;
 
@@ -50,13 +52,21 @@ public final class MessageHeader {
     public static final int TYPE_OFFSET = 0;
     public static final int FLAGS_OFFSET = 1;
     public static final int RECV_CREDITS_OFFSET = 2;
-    public static final int RING_CREDITS_OFFSET = 4;
+    public static final int RETURNED_SLABS_OFFSET = 4;
     public static final int LENGTH = 8;
     public static final int RING_ADDRESS_OFFSET = 8;
-    public static final int RING_RKEY_OFFSET = 16;
-    public static final int RING_SIZE_OFFSET = 20;
-    /** Bytes after the header of a RING message. */
-    public static final int RING_PAYLOAD = 16;
+    public static final int RING_SIZE_OFFSET = 16;
+    public static final int RING_SLABS_OFFSET = 20;
+    public static final int RING_FLAGS_OFFSET = 22;
+    /** RING flag: the slabs have no windows of their own, a returned slab keeps its rkey. */
+    public static final int RING_FIXED_RKEYS = 1;
+    public static final int RING_RKEYS_OFFSET = 24;
+    /** Bytes after the header of a RING message before its rkeys. */
+    public static final int RING_FIXED_PAYLOAD = 16;
+    /** Bytes after the header of the largest RING message. */
+    public static final int RING_PAYLOAD = RING_FIXED_PAYLOAD + 4 * Immediate.MAX_SLABS;
+    /** The largest slab: a write's length must fit the immediate. */
+    public static final int MAX_SLAB_SIZE = 1 << 24;
 
     /** Largest number of receive credits one header can return. */
     public static final int MAX_RECV_CREDITS = 0xFFFF;
@@ -70,21 +80,19 @@ public final class MessageHeader {
         return this;
     }
 
-    public MessageHeader write(byte type, int recvCredits, int ringCredits) {
-        return write(type, 0, recvCredits, ringCredits);
+    public MessageHeader write(byte type, int recvCredits, int returnedSlabs) {
+        return write(type, 0, recvCredits, returnedSlabs);
     }
 
-    public MessageHeader write(byte type, int flags, int recvCredits, int ringCredits) {
+    /** @param returnedSlabs slabs returned, bit k for slab k */
+    public MessageHeader write(byte type, int flags, int recvCredits, int returnedSlabs) {
         if (recvCredits < 0 || recvCredits > MAX_RECV_CREDITS) {
             throw new IllegalArgumentException("recvCredits: " + recvCredits + " (expected: 0-" + MAX_RECV_CREDITS + ')');
-        }
-        if (ringCredits < 0) {
-            throw new IllegalArgumentException("ringCredits: " + ringCredits + " (expected: >= 0)");
         }
         segment.set(JAVA_BYTE, offset + TYPE_OFFSET, type);
         segment.set(JAVA_BYTE, offset + FLAGS_OFFSET, (byte) flags);
         segment.set(U16, offset + RECV_CREDITS_OFFSET, (short) recvCredits);
-        segment.set(U32, offset + RING_CREDITS_OFFSET, ringCredits);
+        segment.set(U32, offset + RETURNED_SLABS_OFFSET, returnedSlabs);
         return this;
     }
 
@@ -102,20 +110,25 @@ public final class MessageHeader {
             throw new ProtocolException("unknown message type " + type);
         }
         if (type == TYPE_RING) {
-            if (length != LENGTH + RING_PAYLOAD) {
-                throw new ProtocolException("RING message of " + length + " bytes (expected: "
-                        + (LENGTH + RING_PAYLOAD) + ')');
+            if (length < LENGTH + RING_FIXED_PAYLOAD) {
+                throw new ProtocolException("RING message of " + length + " bytes (expected: at least "
+                        + (LENGTH + RING_FIXED_PAYLOAD) + ')');
             }
-            if (ringCredits() != 0) {
-                throw new ProtocolException("RING message returns ring credits");
+            int slabs = ringSlabs();
+            if (length != LENGTH + RING_FIXED_PAYLOAD + 4 * slabs) {
+                throw new ProtocolException("RING message of " + length + " bytes for " + slabs + " slabs (expected: "
+                        + (LENGTH + RING_FIXED_PAYLOAD + 4 * slabs) + ')');
             }
-            long size = ringSize();
-            String invalid = ConnectParameters.invalidRing(ringAddress(), ringRkey(), size);
+            if (returnedSlabs() != 0) {
+                throw new ProtocolException("RING message returns slabs");
+            }
+            String invalid = invalidRing(ringAddress(), ringSize(), slabs, ringFlags());
             if (invalid != null) {
-                throw new ProtocolException("RING message announces a ring of " + size + " bytes at 0x"
-                        + Long.toHexString(ringAddress()) + ": " + invalid + " (expected: 0 with address and rkey"
-                        + " 0, or " + ConnectParameters.MIN_RING_SIZE + "-" + ConnectParameters.MAX_RING_SIZE
-                        + " bytes, a multiple of " + Immediate.ALIGNMENT + ", at a non-zero address)");
+                throw new ProtocolException("RING message announces a ring of " + ringSize() + " bytes in " + slabs
+                        + " slabs at 0x" + Long.toHexString(ringAddress()) + ": " + invalid + " (expected: all 0, or "
+                        + ConnectParameters.MIN_RING_SIZE + "-" + ConnectParameters.MAX_RING_SIZE + " bytes in 1-"
+                        + Immediate.MAX_SLABS + " slabs of a multiple of " + Immediate.ALIGNMENT + " bytes up to "
+                        + MAX_SLAB_SIZE + ", at a non-zero address)");
             }
         } else if (type != TYPE_DATA && length != LENGTH) {
             throw new ProtocolException("message of type " + typeName(type) + " carries " + (length - LENGTH)
@@ -124,9 +137,6 @@ public final class MessageHeader {
         if ((flags() & ~KNOWN_FLAGS) != 0 || (flags() & FLAG_WANTS_RING) != 0 && type != TYPE_DATA) {
             throw new ProtocolException("message header of type " + typeName(type) + " has unknown flags "
                     + flags());
-        }
-        if (ringCredits() < 0) {
-            throw new ProtocolException("message header returns a negative ring credit " + ringCredits());
         }
         return this;
     }
@@ -143,24 +153,73 @@ public final class MessageHeader {
         return Short.toUnsignedInt(segment.get(U16, offset + RECV_CREDITS_OFFSET));
     }
 
-    public int ringCredits() {
-        return segment.get(U32, offset + RING_CREDITS_OFFSET);
+    /** Slabs of the sender's ring it returned, bit k for slab k. */
+    public int returnedSlabs() {
+        return segment.get(U32, offset + RETURNED_SLABS_OFFSET);
     }
 
-    /** Writes the payload of a RING message after this header. */
-    public MessageHeader writeRing(long address, int rkey, int size) {
+    /**
+     * What is inconsistent in a RING message's (address, size, slabs), or {@code null}: either no ring (all 0)
+     * or 1 to {@link Immediate#MAX_SLABS} equal slabs, each a multiple of {@link Immediate#ALIGNMENT} bytes and at
+     * most {@link #MAX_SLAB_SIZE}, making a ring in range at a non-zero address that does not wrap past 2^64.
+     */
+    static String invalidRing(long address, long size, int slabs, int flags) {
+        if ((flags & ~RING_FIXED_RKEYS) != 0 || slabs == 0 && flags != 0) {
+            return "unknown ring flags " + flags;
+        }
+        if (size == 0 && slabs == 0) {
+            return address != 0 ? "ringAddress without a ring" : null;
+        }
+        if (slabs < 1 || slabs > Immediate.MAX_SLABS) {
+            return "slabs " + slabs + " outside 1-" + Immediate.MAX_SLABS;
+        }
+        if (size < ConnectParameters.MIN_RING_SIZE || size > ConnectParameters.MAX_RING_SIZE || size % slabs != 0
+                || size / slabs % Immediate.ALIGNMENT != 0 || size / slabs > MAX_SLAB_SIZE) {
+            return "ringSize " + size + " is not " + slabs + " slabs of a multiple of " + Immediate.ALIGNMENT
+                    + " bytes up to " + MAX_SLAB_SIZE + " in " + ConnectParameters.MIN_RING_SIZE + "-"
+                    + ConnectParameters.MAX_RING_SIZE;
+        }
+        if (address == 0) {
+            return "ringSize " + size + " without a ringAddress";
+        }
+        if (Long.compareUnsigned(address + size - 1, address) < 0) {
+            return "a ring of " + size + " bytes at 0x" + Long.toHexString(address) + " wraps past 2^64";
+        }
+        return null;
+    }
+
+    /**
+     * Writes the payload of a RING message after this header: {@code slabs} rkeys from {@code rkeys}, or none
+     * (address, size and slabs 0: no ring any more). Returns the payload's length.
+     */
+    public int writeRing(long address, int size, int[] rkeys, int slabs, int flags) {
         segment.set(U64, offset + RING_ADDRESS_OFFSET, address);
-        segment.set(U32, offset + RING_RKEY_OFFSET, rkey);
         segment.set(U32, offset + RING_SIZE_OFFSET, size);
-        return this;
+        segment.set(U16, offset + RING_SLABS_OFFSET, (short) slabs);
+        segment.set(U16, offset + RING_FLAGS_OFFSET, (short) flags);
+        for (int k = 0; k < slabs; k++) {
+            segment.set(U32, offset + RING_RKEYS_OFFSET + 4L * k, rkeys[k]);
+        }
+        return RING_FIXED_PAYLOAD + 4 * slabs;
     }
 
     public long ringAddress() {
         return segment.get(U64, offset + RING_ADDRESS_OFFSET);
     }
 
-    public int ringRkey() {
-        return segment.get(U32, offset + RING_RKEY_OFFSET);
+    /** How many slabs the announced ring is cut into (0: no ring). */
+    public int ringSlabs() {
+        return Short.toUnsignedInt(segment.get(U16, offset + RING_SLABS_OFFSET));
+    }
+
+    /** The RING message's flags ({@link #RING_FIXED_RKEYS}). */
+    public int ringFlags() {
+        return Short.toUnsignedInt(segment.get(U16, offset + RING_FLAGS_OFFSET));
+    }
+
+    /** The rkey of slab {@code k}'s window in a RING message. */
+    public int ringRkey(int k) {
+        return segment.get(U32, offset + RING_RKEYS_OFFSET + 4L * k);
     }
 
     /** Size of the announced ring in bytes, unsigned. */
@@ -181,6 +240,6 @@ public final class MessageHeader {
     @Override
     public String toString() {
         return "MessageHeader{type=" + typeName(type()) + ", flags=" + flags() + ", recvCredits=" + recvCredits()
-                + ", ringCredits=" + ringCredits() + '}';
+                + ", returnedSlabs=0x" + Integer.toHexString(returnedSlabs()) + '}';
     }
 }

@@ -2,7 +2,8 @@ package io.netty.contrib.channel.rdma.internal.protocol;
 
 /**
  * The sender's view of what the peer has room for: receive buffers (one per SEND or WRITE WITH IMMEDIATE,
- * since both consume a posted receive) and bytes of the peer's receive ring (WRITE WITH IMMEDIATE only).
+ * since both consume a posted receive) and the slabs of the peer's receive ring it returned (WRITE WITH IMMEDIATE
+ * only), each with the rkey of its window.
  * Nothing is posted without credit, so the peer never answers with RNR in steady state.
  *
  * <p>One receive credit stays in reserve for {@link MessageHeader#TYPE_CREDIT} messages: when both sides
@@ -16,22 +17,25 @@ public final class SendWindow {
 
     private long ringSize;
     private int recvCredits;
-    private long ringFree;
-    private long ringTail;
-    private boolean lastWrapped;
+    private int slabCount;
+    private long slabSize;
+    private final int[] rkeys = new int[Immediate.MAX_SLABS];
+    /** Slabs the peer returned, in the order they are written. */
+    private final int[] granted = new int[Immediate.MAX_SLABS];
+    private int grantedHead;
+    private int grantedCount;
+    /** The slab being filled, or -1. */
+    private int current = -1;
+    private long cursor;
+    /** Returned slabs keep their rkey (the peer's ring is a PD-wide region without windows). */
+    private boolean fixedRkeys;
 
-    public SendWindow(int recvCredits, long ringSize) {
+    public SendWindow(int recvCredits) {
         if (recvCredits <= RESERVED_RECV_CREDITS) {
             throw new IllegalArgumentException("recvCredits: " + recvCredits + " (expected: > "
                     + RESERVED_RECV_CREDITS + ')');
         }
-        if (ringSize < 0 || ringSize % Immediate.ALIGNMENT != 0) {
-            throw new IllegalArgumentException("ringSize: " + ringSize + " (expected: >= 0 and a multiple of "
-                    + Immediate.ALIGNMENT + ')');
-        }
         this.recvCredits = recvCredits;
-        this.ringSize = ringSize;
-        this.ringFree = ringSize;
     }
 
     /** Takes a receive credit for a DATA, SHUTDOWN or WRITE WITH IMMEDIATE message, if one is free. */
@@ -58,67 +62,131 @@ public final class SendWindow {
     }
 
     /**
-     * Reserves ring space for a write of {@code length} bytes.
+     * Reserves room for a ring write of {@code length} bytes: in the slab being filled while it fits, else at the
+     * start of the next slab the peer returned (which leaves the slab being filled).
      *
-     * @return the ring offset to write at, or -1 when the ring has no room now; after a successful call
-     *         {@link #lastWrapped()} says whether the write skipped the ring's tail
+     * @return the ring offset to write at, or -1 when no slab has room now; after a successful call
+     *         {@link #lastSlab()} and {@link #lastRkey()} say where it goes
      */
     public long tryReserveRing(int length) {
         long aligned = Immediate.alignedLength(length);
-        if (length <= 0 || aligned > ringSize) {
-            throw new IllegalArgumentException("length: " + length + " (expected: 1-" + ringSize + ')');
+        if (length <= 0 || aligned > slabSize) {
+            throw new IllegalArgumentException("length: " + length + " (expected: 1-" + slabSize + ')');
         }
-        if (ringTail + aligned <= ringSize) {
-            if (ringFree < aligned) {
-                return -1;
-            }
-            long offset = ringTail;
-            ringTail += aligned;
-            ringFree -= aligned;
-            lastWrapped = false;
+        if (current >= 0 && cursor + aligned <= slabSize) {
+            long offset = current * slabSize + cursor;
+            cursor += aligned;
             return offset;
         }
-        long skipped = ringSize - ringTail;
-        if (ringFree < skipped + aligned) {
+        if (grantedCount == 0) {
             return -1;
         }
-        ringFree -= skipped + aligned;
-        ringTail = aligned;
-        lastWrapped = true;
-        return 0;
+        current = granted[grantedHead];
+        grantedHead = (grantedHead + 1) % granted.length;
+        grantedCount--;
+        cursor = aligned;
+        return current * slabSize;
     }
 
-    /** The peer replaced its ring (size 0: withdrew it): later writes go to the new one, which is all free. */
-    public void switchRing(long newRingSize) {
-        if (newRingSize < 0 || newRingSize % Immediate.ALIGNMENT != 0) {
-            throw new ProtocolException("new ring of " + newRingSize + " bytes");
+    /** The slab of the last reservation. */
+    public int lastSlab() {
+        return current;
+    }
+
+    /** The rkey of the slab of the last reservation. */
+    public int lastRkey() {
+        return rkeys[current];
+    }
+
+    /**
+     * The writer leaves the slab it is filling (the last ring write posted carries SEAL): its next write goes to
+     * the next slab returned. Returns whether it was filling one.
+     */
+    public boolean seal() {
+        if (current < 0) {
+            return false;
+        }
+        current = -1;
+        cursor = 0;
+        return true;
+    }
+
+    /**
+     * The peer replaced its ring ({@code slabs} 0: withdrew it): later writes go to the new one, every slab of
+     * which is the writer's, under the rkeys given.
+     */
+    public void switchRing(long newRingSize, int slabs, int[] newRkeys, boolean fixedRkeys) {
+        if (slabs < 0 || slabs > Immediate.MAX_SLABS || slabs == 0 && newRingSize != 0
+                || slabs != 0 && (newRingSize % slabs != 0 || newRingSize / slabs % Immediate.ALIGNMENT != 0)) {
+            throw new ProtocolException("new ring of " + newRingSize + " bytes in " + slabs + " slabs");
         }
         ringSize = newRingSize;
-        ringFree = newRingSize;
-        ringTail = 0;
-        lastWrapped = false;
+        slabCount = slabs;
+        slabSize = slabs == 0 ? 0 : newRingSize / slabs;
+        System.arraycopy(newRkeys, 0, rkeys, 0, slabs);
+        this.fixedRkeys = fixedRkeys;
+        current = -1;
+        cursor = 0;
+        grantedHead = 0;
+        grantedCount = slabs;
+        for (int k = 0; k < slabs; k++) {
+            granted[k] = k;
+        }
     }
 
-    public boolean lastWrapped() {
-        return lastWrapped;
+    /** Bytes of the largest ring write: a slab; 0 while the peer offers no ring. */
+    public long maxRingWrite() {
+        return slabSize;
     }
 
-    /** Credits the peer returned in a message header. */
-    public void grant(int recvCredits, long ringBytes) {
-        if (ringFree + ringBytes > ringSize) {
-            throw new ProtocolException("peer returned " + ringBytes + " ring bytes, but only " + (ringSize - ringFree)
-                    + " are in use");
+    /**
+     * Credits the peer returned in a message header: receive credits, and slabs (bit k for slab k), each bound
+     * again under the next rkey of its window ({@code ibv_inc_rkey}).
+     */
+    public void grant(int recvCredits, int returnedSlabs) {
+        if (returnedSlabs != 0) {
+            if (slabCount < Integer.SIZE && returnedSlabs >>> slabCount != 0) {
+                throw new ProtocolException("peer returned slabs 0x" + Integer.toHexString(returnedSlabs)
+                        + " of a ring of " + slabCount + " slabs");
+            }
+            for (int m = returnedSlabs; m != 0; m &= m - 1) {
+                int slab = Integer.numberOfTrailingZeros(m);
+                if (slab == current || isGranted(slab)) {
+                    throw new ProtocolException("peer returned slab " + slab + ", which the writer has");
+                }
+            }
+            for (int m = returnedSlabs; m != 0; m &= m - 1) {
+                int slab = Integer.numberOfTrailingZeros(m);
+                if (!fixedRkeys) {
+                    rkeys[slab] = nextRkey(rkeys[slab]);
+                }
+                granted[(grantedHead + grantedCount++) % granted.length] = slab;
+            }
         }
         this.recvCredits += recvCredits;
-        this.ringFree += ringBytes;
+    }
+
+    private boolean isGranted(int slab) {
+        for (int i = 0; i < grantedCount; i++) {
+            if (granted[(grantedHead + i) % granted.length] == slab) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** {@code ibv_inc_rkey}: the same window, the next 8-bit key; what the peer's window is bound with next. */
+    public static int nextRkey(int rkey) {
+        return (rkey & ~0xFF) | ((rkey + 1) & 0xFF);
     }
 
     public int recvCredits() {
         return recvCredits;
     }
 
-    public long ringFree() {
-        return ringFree;
+    /** Slabs the writer may write, not counting the one it is filling. */
+    public int grantedSlabs() {
+        return grantedCount;
     }
 
     public long ringSize() {
@@ -127,7 +195,7 @@ public final class SendWindow {
 
     @Override
     public String toString() {
-        return "SendWindow{recvCredits=" + recvCredits + ", ringFree=" + ringFree + ", ringTail=" + ringTail
-                + ", ringSize=" + ringSize + '}';
+        return "SendWindow{recvCredits=" + recvCredits + ", ringSize=" + ringSize + ", slabs=" + slabCount
+                + ", granted=" + grantedCount + ", current=" + current + ", cursor=" + cursor + '}';
     }
 }

@@ -16,19 +16,17 @@ class ConnectParametersTest {
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment segment = arena.allocate(ConnectParameters.LENGTH);
             new ConnectParameters().wrap(segment).writeHeader()
-                    .ringAddress(0x1122_3344_5566_7788L).ringRkey(0xCAFEBABE).ringSize(1 << 20)
-                    .recvCredits(64).recvBufferSize(8192);
+                    .recvCredits(0x0102_0304).recvBufferSize(8192);
+            segment.set(ConnectParameters.U32, ConnectParameters.RECV_CREDITS_OFFSET, 64);
 
             byte[] bytes = segment.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
-            assertThat(bytes).startsWith('N', 'R', 'D', 'M', 0, 3, 0, 0, 0x11, 0x22);
+            assertThat(bytes).startsWith('N', 'R', 'D', 'M', 0, 4, 0, 0, 0, 0);
+            assertThat(bytes[ConnectParameters.RECV_BUFFER_SIZE_OFFSET + 2]).isEqualTo((byte) 0x20);
 
             ConnectParameters read = new ConnectParameters().wrap(segment).validate(ConnectParameters.LENGTH);
-            assertThat(read.ringAddress()).isEqualTo(0x1122_3344_5566_7788L);
-            assertThat(read.ringRkey()).isEqualTo(0xCAFEBABE);
-            assertThat(read.ringSize()).isEqualTo(1 << 20);
             assertThat(read.recvCredits()).isEqualTo(64);
             assertThat(read.recvBufferSize()).isEqualTo(8192);
-            assertThat(read.toString()).contains("ringRkey=0xcafebabe", "recvCredits=64");
+            assertThat(read.toString()).contains("ringRkey=0x0", "recvCredits=64");
         }
     }
 
@@ -41,7 +39,7 @@ class ConnectParametersTest {
             segment.set(ConnectParameters.U16, ConnectParameters.VERSION_OFFSET, (short) 7);
             assertThatThrownBy(() -> params.validate(ConnectParameters.LENGTH))
                     .isInstanceOf(ProtocolException.class)
-                    .hasMessage("peer speaks protocol version 7, this side speaks 3")
+                    .hasMessage("peer speaks protocol version 7, this side speaks 4")
                     .extracting(e -> ((ProtocolException) e).rejectReason())
                     .isEqualTo(RejectReason.REASON_VERSION_MISMATCH);
 
@@ -59,10 +57,10 @@ class ConnectParametersTest {
         assertInvalid(p -> p.recvCredits(1 << 30), "recvCredits 1073741824");
         assertInvalid(p -> p.recvBufferSize(4), "recvBufferSize 4 outside 64-1048576");
         assertInvalid(p -> p.recvBufferSize(1 << 30), "recvBufferSize 1073741824");
-        assertInvalid(p -> p.ringSize(100).ringAddress(4096), "ringSize 100");
+        assertInvalid(p -> p.ringSize(1 << 20).ringAddress(4096), "ringSize 1048576): rings are offered by RING");
         assertInvalid(p -> p.ringSize(-1).ringAddress(4096), "ringSize 4294967295");
-        assertInvalid(p -> p.ringSize(4096 + 32).ringAddress(4096), "multiple of 64");
-        assertInvalid(p -> p.ringAddress(4096), "ringAddress or ringRkey without a ring");
+        assertInvalid(p -> p.ringAddress(4096), "a ring in the connect parameters");
+        assertInvalid(p -> p.ringRkey(7), "a ring in the connect parameters");
         assertInvalid(p -> p.segmentFlags(1), "reserved flags 1 are not 0");
         assertThatThrownBy(() -> ConnectParameters.parse(new byte[31])).isInstanceOf(ProtocolException.class)
                 .hasMessageContaining("31 bytes of connect parameters")
@@ -71,49 +69,42 @@ class ConnectParametersTest {
     }
 
     /**
-     * Every (address, rkey, size) combination: a ring is offered by its address, so only "no ring at all" and "a
-     * size in range at an address" are consistent (rkey 0 is a valid key).
+     * Every (address, size, slabs, flags) combination of a RING message: either no ring at all, or equal slabs of
+     * a multiple of 64 bytes up to 16 MiB making a ring in range at an address that does not wrap.
      */
-    @ParameterizedTest(name = "address {0}, rkey {1}, size {2}")
+    @ParameterizedTest(name = "address {0}, size {1}, slabs {2}, flags {3}")
     @CsvSource(delimiter = '|', value = {
-            "0                  | 0      | 0     | ",
-            "0x7f0012340000     | 0      | 0     | ringAddress or ringRkey without a ring",
-            "0                  | 0xbeef | 0     | ringAddress or ringRkey without a ring",
-            "0x7f0012340000     | 0xbeef | 0     | ringAddress or ringRkey without a ring",
-            "0                  | 0      | 4096  | ringSize 4096 without a ringAddress",
-            "0                  | 0xbeef | 4096  | ringSize 4096 without a ringAddress",
-            "0x7f0012340000     | 0      | 4096  | ",
-            "0x7f0012340000     | 0xbeef | 4096  | ",
-            "0xfffffffffffff000 | 0xbeef | 4096  | ",
-            "0xfffffffffffff040 | 0xbeef | 4096  | wraps past 2^64",
-            "0x7f0012340000     | 0xbeef | 100   | ringSize 100 is neither 0 nor",
+            "0                  | 0        | 0  | 0 | ",
+            "0x7f0012340000     | 0        | 0  | 0 | ringAddress without a ring",
+            "0                  | 0        | 0  | 1 | unknown ring flags 1",
+            "0                  | 4096     | 1  | 0 | ringSize 4096 without a ringAddress",
+            "0x7f0012340000     | 4096     | 1  | 0 | ",
+            "0x7f0012340000     | 1048576  | 16 | 0 | ",
+            "0x7f0012340000     | 1048576  | 16 | 1 | ",
+            "0x7f0012340000     | 1048576  | 16 | 2 | unknown ring flags 2",
+            "0x7f0012340000     | 1048576  | 33 | 0 | slabs 33 outside 1-32",
+            "0x7f0012340000     | 1048576  | 0  | 0 | slabs 0 outside 1-32",
+            "0x7f0012340000     | 1048576  | 3  | 0 | is not 3 slabs",
+            "0x7f0012340000     | 33554432 | 1  | 0 | is not 1 slabs of a multiple of 64 bytes up to 16777216",
+            "0x7f0012340000     | 100      | 1  | 0 | ringSize 100 is not 1 slabs",
+            "0xfffffffffffff000 | 4096     | 1  | 0 | ",
+            "0xfffffffffffff040 | 4096     | 1  | 0 | wraps past 2^64",
     })
-    void everyRingTripleIsCheckedAsAWhole(String address, String rkey, int size, String invalid) {
+    void everyRingMessageIsCheckedAsAWhole(String address, int size, int slabs, int flags, String invalid) {
         long a = Long.parseUnsignedLong(address.substring(address.startsWith("0x") ? 2 : 0),
                 address.startsWith("0x") ? 16 : 10);
-        int k = Integer.parseUnsignedInt(rkey.substring(rkey.startsWith("0x") ? 2 : 0), rkey.startsWith("0x") ? 16 : 10);
-        java.util.function.Consumer<ConnectParameters> ring = p -> p.ringAddress(a).ringRkey(k).ringSize(size);
+        int payload = MessageHeader.RING_FIXED_PAYLOAD + 4 * slabs;
+        MemorySegment segment = MemorySegment.ofArray(new byte[MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD
+                + 4]);
+        MessageHeader header = new MessageHeader().wrap(segment, 0).write(MessageHeader.TYPE_RING, 0, 0);
+        header.writeRing(a, size, new int[Math.max(slabs, 1)], Math.min(slabs, 1), flags);
+        segment.set(ConnectParameters.U16, MessageHeader.RING_SLABS_OFFSET, (short) slabs);
         if (invalid == null) {
-            try (Arena arena = Arena.ofConfined()) {
-                ConnectParameters params = new ConnectParameters().wrap(arena.allocate(ConnectParameters.LENGTH))
-                        .writeHeader().recvCredits(4).recvBufferSize(8192);
-                ring.accept(params);
-                params.validate(ConnectParameters.LENGTH);
-            }
-            MessageHeader header = ringMessage(a, k, size);
-            header.validate(MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD);
+            header.validate(MessageHeader.LENGTH + payload);
         } else {
-            assertInvalid(ring, invalid);
-            MessageHeader header = ringMessage(a, k, size);
-            assertThatThrownBy(() -> header.validate(MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD))
+            assertThatThrownBy(() -> header.validate(MessageHeader.LENGTH + payload))
                     .isInstanceOf(ProtocolException.class).hasMessageContaining(invalid);
         }
-    }
-
-    private static MessageHeader ringMessage(long address, int rkey, int size) {
-        MemorySegment segment = MemorySegment.ofArray(new byte[MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD]);
-        return new MessageHeader().wrap(segment, 0).write(MessageHeader.TYPE_RING, 0, 0)
-                .writeRing(address, rkey, size);
     }
 
     private static void assertInvalid(java.util.function.Consumer<ConnectParameters> change, String message) {
@@ -138,7 +129,7 @@ class ConnectParametersTest {
             MemorySegment segment = arena.allocate(RejectReason.LENGTH);
             RejectReason reason = new RejectReason().wrap(segment).write(RejectReason.REASON_VERSION_MISMATCH);
             assertThat(reason.describe(RejectReason.LENGTH))
-                    .isEqualTo("connection rejected: the peer speaks protocol version 3, this side speaks 3");
+                    .isEqualTo("connection rejected: the peer speaks protocol version 4, this side speaks 4");
             assertThat(reason.describe(0)).contains("without a netty-transport-rdma reason");
         }
     }

@@ -13,12 +13,13 @@ class MessageHeaderTest {
     void writesAndReadsAtAnOffset() {
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment segment = arena.allocate(64);
-            new MessageHeader().wrap(segment, 16).write(MessageHeader.TYPE_DATA, 65535, 1 << 30);
+            new MessageHeader().wrap(segment, 16).write(MessageHeader.TYPE_DATA, 65535, 0x8000_0005);
             MessageHeader header = new MessageHeader().wrap(segment, 16).validate(100);
             assertThat(header.type()).isEqualTo(MessageHeader.TYPE_DATA);
             assertThat(header.recvCredits()).isEqualTo(65535);
-            assertThat(header.ringCredits()).isEqualTo(1 << 30);
-            assertThat(header).hasToString("MessageHeader{type=DATA, flags=0, recvCredits=65535, ringCredits=1073741824}");
+            assertThat(header.returnedSlabs()).isEqualTo(0x8000_0005);
+            assertThat(header).hasToString("MessageHeader{type=DATA, flags=0, recvCredits=65535,"
+                    + " returnedSlabs=0x80000005}");
         }
     }
 
@@ -43,55 +44,58 @@ class MessageHeaderTest {
             segment.set(java.lang.foreign.ValueLayout.JAVA_BYTE, 1, (byte) 4);
             assertThatThrownBy(() -> header.validate(9))
                     .hasMessage("message header of type DATA has unknown flags 4");
-            header.write(MessageHeader.TYPE_RING, 0, 0).writeRing(0, 0, 0).validate(24);
-            header.write(MessageHeader.TYPE_RING, 0, 0).writeRing(4096, 0, 0);
-            assertThatThrownBy(() -> header.validate(24)).hasMessageContaining("announces a ring of 0 bytes at 0x1000");
-            header.write(MessageHeader.TYPE_RING, 0, 0).writeRing(4096, 7, 1000);
-            assertThatThrownBy(() -> header.validate(24)).hasMessageContaining("announces a ring of 1000 bytes");
+            header.write(MessageHeader.TYPE_RING, 0, 0).writeRing(0, 0, null, 0, 0);
+            header.validate(24);
+            header.write(MessageHeader.TYPE_RING, 0, 0).writeRing(4096, 0, null, 0, 0);
+            assertThatThrownBy(() -> header.validate(24))
+                    .hasMessageContaining("announces a ring of 0 bytes in 0 slabs at 0x1000");
+            header.write(MessageHeader.TYPE_RING, 0, 0).writeRing(4096, 1000, new int[] {7}, 1, 0);
+            assertThatThrownBy(() -> header.validate(28)).hasMessageContaining("announces a ring of 1000 bytes");
+            assertThatThrownBy(() -> header.validate(24)).hasMessageContaining("RING message of 24 bytes for 1 slabs");
             assertThatThrownBy(() -> header.write(MessageHeader.TYPE_DATA, 70000, 0))
                     .isInstanceOf(IllegalArgumentException.class);
         }
     }
 
     @Test
-    void immediateEncodesLengthAndWrap() {
-        int imm = Immediate.encode(12345, true, false);
+    void immediateEncodesLengthSlabAndSeal() {
+        int imm = Immediate.encode(12345, 17, true, false);
         assertThat(Immediate.length(imm)).isEqualTo(12345);
-        assertThat(Immediate.wrap(imm)).isTrue();
-        assertThat(Immediate.wrap(Immediate.encode(Immediate.LENGTH_MASK, false, false))).isFalse();
+        assertThat(Immediate.slab(imm)).isEqualTo(17);
+        assertThat(Immediate.seal(imm)).isTrue();
+        assertThat(Immediate.generation(imm)).isFalse();
+        int max = Immediate.encode(Immediate.LENGTH_MASK, Immediate.MAX_SLABS - 1, false, true);
+        assertThat(Immediate.length(max)).isEqualTo(Immediate.LENGTH_MASK);
+        assertThat(Immediate.slab(max)).isEqualTo(31);
+        assertThat(Immediate.seal(max)).isFalse();
+        assertThat(Immediate.generation(max)).isTrue();
         assertThat(Immediate.alignedLength(1)).isEqualTo(64);
         assertThat(Immediate.alignedLength(128)).isEqualTo(128);
-        assertThatThrownBy(() -> Immediate.encode(0, false, false)).isInstanceOf(IllegalArgumentException.class);
-        assertThatThrownBy(() -> Immediate.encode(Immediate.LENGTH_MASK + 1, false, false))
+        assertThatThrownBy(() -> Immediate.encode(0, 0, false, false)).isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> Immediate.encode(Immediate.LENGTH_MASK + 1, 0, false, false))
                 .isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> Immediate.encode(1, 32, false, false)).isInstanceOf(IllegalArgumentException.class);
     }
 
     @Test
-    void immediateCarriesTheRingGeneration() {
-        int imm = Immediate.encode(Immediate.LENGTH_MASK, true, true);
-        assertThat(Immediate.length(imm)).isEqualTo(Immediate.LENGTH_MASK);
-        assertThat(Immediate.wrap(imm)).isTrue();
-        assertThat(Immediate.generation(imm)).isTrue();
-        assertThat(Immediate.generation(Immediate.encode(5, true, false))).isFalse();
-    }
-
-    @Test
-    void ringMessageAnnouncesANewRing() {
+    void ringMessageAnnouncesANewRingWithARkeyPerSlab() {
         MemorySegment segment = MemorySegment.ofArray(new byte[MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD]);
-        MessageHeader header = new MessageHeader().wrap(segment, 0)
-                .write(MessageHeader.TYPE_RING, 3, 0)
-                .writeRing(0x7f00_1234_5000L, 0xCAFE, 4 << 20);
-        header.validate(MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD);
+        int[] rkeys = {0xCAFE00, 0xBEEF01, 0x123402, 0x567803};
+        MessageHeader header = new MessageHeader().wrap(segment, 0).write(MessageHeader.TYPE_RING, 3, 0);
+        int payload = header.writeRing(0x7f00_1234_5000L, 4 << 20, rkeys, 4, 0);
+        assertThat(payload).isEqualTo(32);
+        header.validate(MessageHeader.LENGTH + payload);
         assertThat(header.ringAddress()).isEqualTo(0x7f00_1234_5000L);
-        assertThat(header.ringRkey()).isEqualTo(0xCAFE);
         assertThat(header.ringSize()).isEqualTo(4 << 20);
+        assertThat(header.ringSlabs()).isEqualTo(4);
+        assertThat(header.ringFlags()).isZero();
+        for (int k = 0; k < 4; k++) {
+            assertThat(header.ringRkey(k)).isEqualTo(rkeys[k]);
+        }
         assertThat(header.recvCredits()).isEqualTo(3);
         assertThatThrownBy(() -> header.validate(MessageHeader.LENGTH)).isInstanceOf(ProtocolException.class);
-        header.writeRing(0x1000, 1, 100);
-        assertThatThrownBy(() -> header.validate(MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD))
-                .isInstanceOf(ProtocolException.class).hasMessageContaining("ring of 100 bytes");
-        header.write(MessageHeader.TYPE_RING, 0, 64).writeRing(0x1000, 1, 4096);
-        assertThatThrownBy(() -> header.validate(MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD))
-                .isInstanceOf(ProtocolException.class).hasMessageContaining("ring credits");
+        header.write(MessageHeader.TYPE_RING, 0, 1).writeRing(0x1000, 4096, rkeys, 1, 0);
+        assertThatThrownBy(() -> header.validate(MessageHeader.LENGTH + 20))
+                .isInstanceOf(ProtocolException.class).hasMessageContaining("returns slabs");
     }
 }
