@@ -92,6 +92,7 @@ struct sr_context {
 	pthread_cond_t async_acked;     /* an affiliated async event was acknowledged */
 	struct sr_async_rec *async_head, *async_tail;
 	bool internal;                  /* opened by librdmacm, not counted */
+	struct sr_context *next;        /* the open contexts (port events go to each) */
 };
 
 struct sr_pd {
@@ -283,6 +284,8 @@ SR_HIDDEN struct ibv_context *sr_open(bool internal);
 SR_HIDDEN uint64_t sr_now_ns(void);
 SR_HIDDEN uint64_t sr_random64(void);
 SR_HIDDEN void sr_async_event(struct ibv_context *ctx, enum ibv_event_type type, void *element);
+/* port 1 is down (softrdma_set_port_state): the wire carries nothing, as a link that is down */
+SR_HIDDEN extern atomic_bool sr_port_down;
 /* an object (QP, SRQ, CQ) is being destroyed: its unread async events are dropped, and the caller
  * waits until those already returned by ibv_get_async_event are acknowledged */
 SR_HIDDEN void sr_async_forget(struct ibv_context *ctx, void *element, uint32_t *reported,

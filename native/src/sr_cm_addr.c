@@ -218,7 +218,15 @@ SR_EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr
 	memcpy(&c->id.route.addr.dst_storage, dst_addr, sa_len(dst_addr));
 	/* the route the kernel would take tells the source address */
 	fd = socket(dst_addr->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	ok = fd >= 0 && !connect(fd, dst_addr, sa_len(dst_addr)) &&
+	/* a port that is down has no route (the kernel's, after ip link set <netdev> down) */
+	if (softrdma_internal_port_down()) {
+		errno = ENETUNREACH;
+		ok = 0;
+	} else {
+		errno = 0;
+		ok = 1;
+	}
+	ok = ok && fd >= 0 && !connect(fd, dst_addr, sa_len(dst_addr)) &&
 	     !getsockname(fd, (struct sockaddr *)&src, &len);
 	if (fd >= 0)
 		close(fd);

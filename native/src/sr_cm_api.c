@@ -873,6 +873,13 @@ SR_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_p
 	}
 	c->local_qpn = c->id.qp ? c->id.qp->qp_num : conn_param->qp_num;
 	c->local_psn = random_psn();
+	/* the port went down after the route was resolved: the REQ cannot leave */
+	if (softrdma_internal_port_down()) {
+		set_state(c, CMS_ERROR);
+		queue_event(c, RDMA_CM_EVENT_UNREACHABLE, -ENETUNREACH, NULL, NULL, 0);
+		pthread_mutex_unlock(&cm_lock);
+		return sync_wait(c, RDMA_CM_EVENT_ESTABLISHED);
+	}
 	if (connect_listener(c) && errno != EINPROGRESS) {
 		int e = errno;
 

@@ -21,6 +21,7 @@
 struct ibv_context *softrdma_internal_open(void);
 void softrdma_internal_count(int kind, int delta);
 const char *softrdma_internal_rundir(void);
+int softrdma_internal_port_down(void);
 
 /* IBA CM private data sizes minus rdma_cm's 36-byte header (kernel limits) */
 #define PDATA_REQ 56

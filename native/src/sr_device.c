@@ -20,6 +20,10 @@
 #undef ibv_query_port
 
 int sr_debug;
+atomic_bool sr_port_down;
+/* the open contexts, for the port events; a port's state changes rarely, so one lock will do */
+static pthread_mutex_t contexts_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sr_context *contexts;
 atomic_long sr_counts[SR_K_NUM];
 static const char *const kind_names[SR_K_NUM] = {
 	"context", "pd", "mr", "cq", "comp_channel", "qp", "srq", "cm_id", "cm_channel", "mw",
@@ -269,6 +273,10 @@ struct ibv_context *sr_open(bool internal)
 	c->internal = internal;
 	if (!internal)
 		sr_count(SR_K_CONTEXT, 1);
+	pthread_mutex_lock(&contexts_lock);
+	c->next = contexts;
+	contexts = c;
+	pthread_mutex_unlock(&contexts_lock);
 	sr_dbg("open_device -> context %p", (void *)&c->vctx.context);
 	return &c->vctx.context;
 }
@@ -289,7 +297,15 @@ SR_EXPORT int ibv_close_device(struct ibv_context *ctx)
 	if (!is_context(ctx))
 		return EINVAL;
 	c = (struct sr_context *)((char *)ctx - offsetof(struct verbs_context, context));
+	pthread_mutex_lock(&contexts_lock);
+	for (struct sr_context **pp = &contexts; *pp; pp = &(*pp)->next) {
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	}
 	ctx->abi_compat = NULL;
+	pthread_mutex_unlock(&contexts_lock);
 	while (c->async_head) {
 		struct sr_async_rec *r = c->async_head;
 
@@ -374,8 +390,10 @@ static int sr_query_device_ex_op(struct ibv_context *ctx,
 
 static void fill_port_attr(struct ibv_port_attr *a)
 {
+	bool down = atomic_load(&sr_port_down);
+
 	memset(a, 0, sizeof(*a));
-	a->state = IBV_PORT_ACTIVE;
+	a->state = down ? IBV_PORT_DOWN : IBV_PORT_ACTIVE;
 	a->max_mtu = IBV_MTU_4096;
 	a->active_mtu = IBV_MTU_4096;
 	a->gid_tbl_len = sr_gid_count();
@@ -393,7 +411,7 @@ static void fill_port_attr(struct ibv_port_attr *a)
 	a->init_type_reply = 0;
 	a->active_width = 2;  /* 4x */
 	a->active_speed = 32; /* 25 Gb/s (EDR) per lane */
-	a->phys_state = 5;    /* LinkUp */
+	a->phys_state = down ? 3 : 5; /* Disabled (as rxe's netdev down) / LinkUp */
 	a->link_layer = IBV_LINK_LAYER_ETHERNET;
 }
 
@@ -745,4 +763,38 @@ SR_EXPORT void softrdma_internal_count(int kind, int delta)
 {
 	if (kind == SR_K_CM_ID || kind == SR_K_CM_CHANNEL)
 		sr_count(kind, delta);
+}
+
+/* ---- the port's state (a test hook) ----------------------------------------- */
+/*
+ * As kernel rxe on its netdev's down and up (rxe_port_down / rxe_port_up): the
+ * port's state changes and IBV_EVENT_PORT_ERR / IBV_EVENT_PORT_ACTIVE is queued
+ * on every open context of the device. The queue pairs are not moved to the
+ * error state by the event: their packets are lost while the port is down, so
+ * their retries run out (IBV_WC_RETRY_EXC_ERR) unless the port comes back first.
+ * The state is this process's: the device lives in each process.
+ */
+SR_EXPORT int softrdma_set_port_state(const char *device, unsigned int port, int up)
+{
+	bool down = !up;
+
+	sr_init_once();
+	if (!device || strcmp(device, sr_dev.name) || port != 1) {
+		errno = EINVAL;
+		return -1;
+	}
+	pthread_mutex_lock(&contexts_lock);
+	if (atomic_exchange(&sr_port_down, down) != down) {
+		sr_dbg("port %u of %s: %s", port, device, down ? "DOWN" : "ACTIVE");
+		/* librdmacm's own context too: its ids' users read id->verbs's async fd */
+		for (struct sr_context *c = contexts; c; c = c->next)
+			sr_async_event(&c->vctx.context, down ? IBV_EVENT_PORT_ERR : IBV_EVENT_PORT_ACTIVE, NULL);
+	}
+	pthread_mutex_unlock(&contexts_lock);
+	return 0;
+}
+
+SR_EXPORT int softrdma_internal_port_down(void)
+{
+	return atomic_load(&sr_port_down);
 }

@@ -766,6 +766,8 @@ void sr_net_qp_release(struct sr_qp *qp)
 /* send_lock held */
 int sr_net_send(struct sr_qp *qp, struct sr_hdr *h, const struct iovec *iov, int iovcnt)
 {
+	if (atomic_load(&sr_port_down))
+		return 0; /* lost on a link that is down: the requester's timer retries */
 	if (qp->remote_inst == my_inst) {
 		struct sr_src s = { .iov = iov, .iovcnt = iovcnt, .left = payload_len(h) };
 
@@ -803,6 +805,8 @@ bool sr_net_is_local(struct sr_qp *qp)
 /* send_lock held: several requests of one QP in one system call */
 int sr_net_send_batch(struct sr_qp *qp, struct iovec *v, int cnt)
 {
+	if (atomic_load(&sr_port_down))
+		return 0;
 	if (!qp->conn || atomic_load(&qp->conn->dead))
 		qp->conn = conn_get(qp->remote_inst, &qp->attr.ah_attr.grh.dgid);
 	if (!qp->conn)
@@ -812,6 +816,8 @@ int sr_net_send_batch(struct sr_qp *qp, struct iovec *v, int cnt)
 
 void sr_net_reply(struct sr_conn *conn, struct sr_hdr *h, const struct iovec *iov, int iovcnt)
 {
+	if (atomic_load(&sr_port_down))
+		return;
 	if (!conn) {
 		struct sr_src s = { .iov = iov, .iovcnt = iovcnt, .left = payload_len(h) };
 
