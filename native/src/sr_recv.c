@@ -207,7 +207,7 @@ static int handle_frame(struct sr_conn *c, struct sr_hdr *h)
 		conn_send(c, &r, NULL, 0);
 		return 0;
 	}
-	if (atomic_load(&sr_port_down)) {
+	if (sr_net_port_down(h)) {
 		/* a link that is down delivers nothing; the stream itself stays in step */
 		if (sr_src_skip(&s, s.left) || s.left || atomic_load(&c->dead)) {
 			conn_kill(c, "stream ended inside a message");
