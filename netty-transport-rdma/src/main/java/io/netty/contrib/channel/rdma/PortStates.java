@@ -3,6 +3,7 @@ package io.netty.contrib.channel.rdma;
 import io.netty.contrib.channel.rdma.internal.verbs.CmId;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvEventType;
 
+import java.io.IOException;
 import java.net.ConnectException;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -15,6 +16,8 @@ import java.util.concurrent.ConcurrentHashMap;
  * 1 of theirs), so a connection is refused while any port of its device is down. Any thread.
  */
 final class PortStates {
+    /** {@code IBV_PORT_ACTIVE} of {@code enum ibv_port_state}. */
+    private static final int IBV_PORT_ACTIVE = 4;
     /** What went down, by device name, then port: the cause a connection there is given. */
     private static final Map<String, Map<Integer, String>> DOWN = new ConcurrentHashMap<>();
 
@@ -47,6 +50,36 @@ final class PortStates {
             return cause;
         }
         return null;
+    }
+
+    /**
+     * A work request of a connection on {@code id} that failed with {@code failure}: when the connection's port is
+     * down, the port is the cause, named (kernel rxe fails the sends it cannot transmit at once, LOC_QP_OP_ERR, which
+     * may reach the loop before the port's event does; so the port's state is asked as well). Else
+     * {@code failure} itself.
+     */
+    static IOException explain(CmId id, int port, IOException failure) {
+        if (id == null) {
+            return failure;
+        }
+        String device = id.verbs().deviceName();
+        String cause = downCause(device);
+        if (cause == null) {
+            try {
+                if (id.verbs().queryPort(port).state() != IBV_PORT_ACTIVE) {
+                    cause = "port " + port + " of " + device + " is down (" + IbvEventType.name(IbvEventType.PORT_ERR)
+                            + " follows)";
+                }
+            } catch (RuntimeException e) {
+                return failure;
+            }
+        }
+        if (cause == null) {
+            return failure;
+        }
+        IOException named = new IOException(cause + ": " + failure.getMessage(), failure);
+        named.setStackTrace(new StackTraceElement[0]);
+        return named;
     }
 
     /** The ports down, as "; port 1 of softrdma0 went down (...)" for a failed connect's message; else "". */

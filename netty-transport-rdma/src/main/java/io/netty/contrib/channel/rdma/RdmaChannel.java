@@ -891,12 +891,18 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             if (e instanceof ProtocolException) {
                 RdmaEvents.protocolError(local, remote, e.getMessage());
             }
+            Exception failure = e;
+            if (e instanceof IOException io) {
+                RdmaConnectionSettings settings = connectionSettings;
+                failure = PortStates.explain(cmId, settings != null ? settings.port() : 1, io);
+            }
             if (state == State.ACCEPTING) {
                 // Not established yet, so no handler of the application's is there to hear it: the accept fails.
-                dropAccepted(RefusalLog.Kind.FAILED, "failed before it was established: " + e.getMessage(), e);
+                dropAccepted(RefusalLog.Kind.FAILED, "failed before it was established: " + failure.getMessage(),
+                        failure);
                 return;
             }
-            pipeline().fireExceptionCaught(e);
+            pipeline().fireExceptionCaught(failure);
             unsafe().close(unsafe().voidPromise());
         }
     }
