@@ -289,6 +289,9 @@ SR_HIDDEN void sr_async_event(struct ibv_context *ctx, enum ibv_event_type type,
 SR_HIDDEN int sr_dev_index(const struct ibv_device *device);
 /* port 1 of the device is down (softrdma_set_port_state): its QPs' traffic goes nowhere, as on a link that is down */
 SR_HIDDEN bool sr_dev_port_down(int dev);
+/* the progress thread's look at the port control files (<rundir>/<device>-port1-down) */
+SR_HIDDEN void sr_port_files_check(uint64_t now);
+const char *softrdma_internal_rundir(void); /* sr_registry.c, exported for librdmacm.so.1 */
 SR_HIDDEN extern atomic_int sr_ports_down; /* how many devices' ports are down: 0 makes the checks one load */
 /* an object (QP, SRQ, CQ) is being destroyed: its unread async events are dropped, and the caller
  * waits until those already returned by ibv_get_async_event are acknowledged */

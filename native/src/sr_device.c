@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #undef ibv_get_device_list
@@ -913,6 +914,34 @@ SR_EXPORT int softrdma_set_port_state(const char *device, unsigned int port, int
 	}
 	pthread_mutex_unlock(&contexts_lock);
 	return 0;
+}
+
+/*
+ * The same from another process: a file <SOFTRDMA_RUNDIR>/<device>-port1-down takes port 1 of that device down in
+ * every process of the registry directory (they share the link, as the hosts on one switch), its removal brings it
+ * back. The progress thread looks at most every 100 ms and acts on a change only, so the hook above still works.
+ */
+void sr_port_files_check(uint64_t now)
+{
+	static uint64_t next;
+	static bool seen[SR_MAX_DEVICES];
+	const char *run = softrdma_internal_rundir();
+	char path[512];
+	struct stat st;
+
+	if (now < next || !run)
+		return;
+	next = now + 100000000ull;
+	for (int d = 0; d < dev_count; d++) {
+		bool exists;
+
+		snprintf(path, sizeof(path), "%s/%s-port1-down", run, sr_devs[d].name);
+		exists = lstat(path, &st) == 0;
+		if (exists != seen[d]) {
+			seen[d] = exists;
+			softrdma_set_port_state(sr_devs[d].name, 1, !exists);
+		}
+	}
 }
 
 /* ---- for librdmacm.so.1: its devices ---------------------------------------- */

@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <unistd.h>
 
 #define TMO 5000
 #define LW IBV_ACCESS_LOCAL_WRITE
@@ -213,4 +214,28 @@ TEST(port_down_cm_fails_listener_stays, 30) {
     CHECK_OK(rdma_destroy_id(listen));
     rdma_destroy_event_channel(lec);
     rdma_destroy_event_channel(cec);
+}
+
+static void control_teardown(void) {
+    rundir_remove(getpid(), "portfile");
+}
+
+/* The control file: <SOFTRDMA_RUNDIR>/<device>-port1-down takes the port down in every process of the directory
+ * (here a private one: the default directory is every other test program's of this user), its removal back up. */
+SR_TEST_FULL(port_control_file, "port_control_file", 20, control_teardown) {
+    port_hook();
+    rundir_private("portfile");
+    struct dev d;
+    dev_open(&d);
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s-port1-down", rundir_path(), ibv_get_device_name(d.ctx->device));
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "create %s: %s", path, strerror(errno));
+    fclose(f);
+    expect_port_event(d.ctx, IBV_EVENT_PORT_ERR);
+    CHECK_EQ(port_state(d.ctx), IBV_PORT_DOWN);
+    CHECK_OK(unlink(path));
+    expect_port_event(d.ctx, IBV_EVENT_PORT_ACTIVE);
+    CHECK_EQ(port_state(d.ctx), IBV_PORT_ACTIVE);
+    dev_close(&d);
 }
