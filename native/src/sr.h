@@ -54,6 +54,7 @@
 #define SR_MAX_INLINE        256
 #define SR_MAX_MSG_SZ        (1u << 31)
 #define SR_MAX_GID           32
+#define SR_MAX_DEVICES       2  /* softrdma0, and softrdma1 with SOFTRDMA_DEVICE1_ADDRS */
 #define SR_VENDOR_ID         0xFFFFFF /* as rxe: perftest takes its generic path */
 #define SR_VENDOR_PART_ID    0
 #define SR_MAX_INSTANCES     255      /* QPN = instance << 16 | index */
@@ -92,6 +93,7 @@ struct sr_context {
 	pthread_cond_t async_acked;     /* an affiliated async event was acknowledged */
 	struct sr_async_rec *async_head, *async_tail;
 	bool internal;                  /* opened by librdmacm, not counted */
+	struct sr_context *next;        /* the open contexts (port events go to each) */
 };
 
 struct sr_pd {
@@ -279,16 +281,24 @@ SR_HIDDEN void sr_count(enum sr_kind k, int delta);
 SR_HIDDEN extern pthread_rwlock_t sr_mr_lock; /* held for reading while MR memory is accessed */
 
 SR_HIDDEN void sr_init_once(void);
-SR_HIDDEN struct ibv_context *sr_open(bool internal);
+SR_HIDDEN struct ibv_context *sr_open(int dev, bool internal);
 SR_HIDDEN uint64_t sr_now_ns(void);
 SR_HIDDEN uint64_t sr_random64(void);
 SR_HIDDEN void sr_async_event(struct ibv_context *ctx, enum ibv_event_type type, void *element);
+/* devices by index (softrdma<index>), -1 for none of ours */
+SR_HIDDEN int sr_dev_index(const struct ibv_device *device);
+/* port 1 of the device is down (softrdma_set_port_state): its QPs' traffic goes nowhere, as on a link that is down */
+SR_HIDDEN bool sr_dev_port_down(int dev);
+/* the progress thread's look at the port control files (<rundir>/<device>-port1-down) */
+SR_HIDDEN void sr_port_files_check(uint64_t now);
+const char *softrdma_internal_rundir(void); /* sr_registry.c, exported for librdmacm.so.1 */
+SR_HIDDEN extern atomic_int sr_ports_down; /* how many devices' ports are down: 0 makes the checks one load */
 /* an object (QP, SRQ, CQ) is being destroyed: its unread async events are dropped, and the caller
  * waits until those already returned by ibv_get_async_event are acknowledged */
 SR_HIDDEN void sr_async_forget(struct ibv_context *ctx, void *element, uint32_t *reported,
 				 const uint32_t *acked);
-SR_HIDDEN int sr_gid_count(void);
-SR_HIDDEN int sr_gid_get(int index, union ibv_gid *gid);
+SR_HIDDEN int sr_gid_count(int dev);
+SR_HIDDEN int sr_gid_get(int dev, int index, union ibv_gid *gid);
 SR_HIDDEN bool sr_gid_is_local(const union ibv_gid *gid);
 
 /* names */

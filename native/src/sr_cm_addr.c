@@ -55,11 +55,16 @@ void sa_to_gid(const struct sockaddr *sa, union ibv_gid *gid)
 	}
 }
 
-int gid_index_of(const union ibv_gid *gid)
+struct ibv_context *cm_ctx_of(const struct sockaddr *sa)
+{
+	return cm_ctxs[softrdma_internal_device_of(sa) % cm_ndev];
+}
+
+int gid_index_of(struct ibv_context *ctx, const union ibv_gid *gid)
 {
 	union ibv_gid g;
 
-	for (int i = 0; ibv_query_gid(cm_ctx, 1, i, &g) == 0; i++)
+	for (int i = 0; ibv_query_gid(ctx, 1, i, &g) == 0; i++)
 		if (!memcmp(&g, gid, sizeof(g)))
 			return i;
 	return 0;
@@ -141,7 +146,7 @@ SR_EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 		set_state(c, CMS_BOUND);
 		/* a specific address belongs to the device; the wildcard to none yet */
 		if (!sa_is_any(addr))
-			c->id.verbs = cm_ctx;
+			c->id.verbs = cm_ctx_of(addr);
 		c->id.port_num = 1;
 	}
 	pthread_mutex_unlock(&cm_lock);
@@ -235,9 +240,17 @@ SR_EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr
 			     !bind_claim(c, (struct sockaddr *)&src, sa_port((struct sockaddr *)&src)) :
 			     !bind_socket(c, (struct sockaddr *)&src);
 	}
+	/* a bound id's device is its address's */
+	if (ok && c->state == CMS_BOUND && !sa_is_any(&c->id.route.addr.src_addr))
+		memcpy(&src, &c->id.route.addr.src_storage, sa_len(&c->id.route.addr.src_addr));
+	/* a port that is down has no route (the kernel's, after ip link set <netdev> down) */
+	if (ok && softrdma_internal_port_down(cm_ctx_of((struct sockaddr *)&src))) {
+		errno = ENETUNREACH;
+		ok = 0;
+	}
 	set_state(c, CMS_ADDR_QUERY);
 	if (ok) {
-		c->id.verbs = cm_ctx;
+		c->id.verbs = cm_ctx_of((struct sockaddr *)&src);
 		c->id.port_num = 1;
 		set_state(c, CMS_ADDR_RESOLVED);
 		queue_event(c, RDMA_CM_EVENT_ADDR_RESOLVED, 0, NULL, NULL, 0);
@@ -320,14 +333,15 @@ SR_EXPORT struct ibv_context **rdma_get_devices(int *num_devices)
 
 	if (cm_start())
 		return NULL;
-	list = calloc(2, sizeof(*list));
+	list = calloc(cm_ndev + 1, sizeof(*list));
 	if (!list) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	list[0] = cm_ctx;
+	for (int d = 0; d < cm_ndev; d++)
+		list[d] = cm_ctxs[d];
 	if (num_devices)
-		*num_devices = 1;
+		*num_devices = cm_ndev;
 	return list;
 }
 

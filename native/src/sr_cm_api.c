@@ -23,7 +23,8 @@ pthread_mutex_t cm_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cm_acked = PTHREAD_COND_INITIALIZER; /* an event was acknowledged */
 static pthread_once_t cm_once = PTHREAD_ONCE_INIT;
 int cm_ep = -1;
-struct ibv_context *cm_ctx;
+struct ibv_context *cm_ctxs[SR_MAX_DEVICES];
+int cm_ndev;
 static int cm_err;
 struct cm_id *all_ids;       /* cm_lock */
 #define ID_HASH 4096                /* ids by serial: the CM thread finds an event's id in O(1) */
@@ -92,9 +93,12 @@ static void cm_init(void)
 	pthread_attr_t at;
 
 	cm_debug = sr_debug_env();
-	cm_ctx = softrdma_internal_open();
+	cm_ndev = softrdma_internal_device_count();
+	for (int d = 0; d < cm_ndev; d++)
+		if (!(cm_ctxs[d] = softrdma_internal_open(d)))
+			cm_ndev = 0;
 	cm_ep = epoll_create1(EPOLL_CLOEXEC);
-	if (!cm_ctx || cm_ep < 0) {
+	if (!cm_ndev || cm_ep < 0) {
 		cm_err = errno ? errno : ENODEV;
 		return;
 	}
@@ -630,7 +634,7 @@ static int init_qp_attr(struct cm_id *c, struct ibv_qp_attr *a, int *mask)
 		a->ah_attr.grh.traffic_class = c->tos;
 		sa_to_gid(&c->id.route.addr.dst_addr, &a->ah_attr.grh.dgid);
 		sa_to_gid(&c->id.route.addr.src_addr, &sgid);
-		a->ah_attr.grh.sgid_index = (uint8_t)gid_index_of(&sgid);
+		a->ah_attr.grh.sgid_index = (uint8_t)gid_index_of(c->id.verbs, &sgid);
 		*mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
 			IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
 		return 0;
@@ -873,6 +877,13 @@ SR_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_p
 	}
 	c->local_qpn = c->id.qp ? c->id.qp->qp_num : conn_param->qp_num;
 	c->local_psn = random_psn();
+	/* the port went down after the route was resolved: the REQ cannot leave */
+	if (softrdma_internal_port_down(c->id.verbs)) {
+		set_state(c, CMS_ERROR);
+		queue_event(c, RDMA_CM_EVENT_UNREACHABLE, -ENETUNREACH, NULL, NULL, 0);
+		pthread_mutex_unlock(&cm_lock);
+		return sync_wait(c, RDMA_CM_EVENT_ESTABLISHED);
+	}
 	if (connect_listener(c) && errno != EINPROGRESS) {
 		int e = errno;
 

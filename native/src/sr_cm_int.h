@@ -18,9 +18,12 @@
 #include <sys/socket.h>
 
 /* from libibverbs.so.1 (SOFTRDMA_1.0) */
-struct ibv_context *softrdma_internal_open(void);
+struct ibv_context *softrdma_internal_open(int dev);
+int softrdma_internal_device_count(void);
+int softrdma_internal_device_of(const struct sockaddr *sa);
 void softrdma_internal_count(int kind, int delta);
 const char *softrdma_internal_rundir(void);
+int softrdma_internal_port_down(struct ibv_context *ctx);
 
 /* IBA CM private data sizes minus rdma_cm's 36-byte header (kernel limits) */
 #define PDATA_REQ 56
@@ -130,7 +133,11 @@ struct cm_id {
 /* ---- shared state (sr_cm_api.c) ---------------------------------------------- */
 SR_HIDDEN extern pthread_mutex_t cm_lock;
 SR_HIDDEN extern int cm_ep;
-SR_HIDDEN extern struct ibv_context *cm_ctx;
+/* librdmacm's own context of each device (rdma_get_devices), by device index */
+SR_HIDDEN extern struct ibv_context *cm_ctxs[];
+SR_HIDDEN extern int cm_ndev;
+/* the context of the device that owns an address (softrdma0 for any other) */
+SR_HIDDEN struct ibv_context *cm_ctx_of(const struct sockaddr *sa);
 SR_HIDDEN extern struct cm_id *all_ids;       /* cm_lock */
 SR_HIDDEN extern int cm_debug;
 
@@ -177,7 +184,7 @@ SR_HIDDEN uint16_t sa_port(const struct sockaddr *sa);              /* host orde
 SR_HIDDEN void sa_set_port(struct sockaddr *sa, uint16_t port);     /* host order */
 SR_HIDDEN int connect_listener(struct cm_id *c);
 SR_HIDDEN void sa_to_gid(const struct sockaddr *sa, union ibv_gid *gid);
-SR_HIDDEN int gid_index_of(const union ibv_gid *gid);
+SR_HIDDEN int gid_index_of(struct ibv_context *ctx, const union ibv_gid *gid);
 
 /* sr_cm_ports.c: cm_lock held. port_bind claims src_addr's address with `port`
  * (0: a free one) and sets the port in src_addr; port_listen listens on the

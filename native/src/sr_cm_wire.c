@@ -121,7 +121,7 @@ static void accept_one(struct cm_id *l, int fd)
 	/* RDMA ports: the listener's, and the peer's once its REQ tells it */
 	sa_set_port(&c->id.route.addr.src_addr, sa_port(&l->id.route.addr.src_addr));
 	sa_set_port(&c->id.route.addr.dst_addr, 0);
-	c->id.verbs = cm_ctx;
+	c->id.verbs = cm_ctx_of(&c->id.route.addr.src_addr);
 	c->id.port_num = 1;
 	c->ack_timeout = l->ack_timeout;
 	set_state(c, CMS_REQ_WAIT);

@@ -14,12 +14,16 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #undef ibv_get_device_list
 #undef ibv_query_port
 
 int sr_debug;
+/* the open contexts, for the port events; a port's state changes rarely, so one lock will do */
+static pthread_mutex_t contexts_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sr_context *contexts;
 atomic_long sr_counts[SR_K_NUM];
 static const char *const kind_names[SR_K_NUM] = {
 	"context", "pd", "mr", "cq", "comp_channel", "qp", "srq", "cm_id", "cm_channel", "mw",
@@ -58,18 +62,34 @@ uint64_t sr_random64(void)
 	return sr_entropy64();
 }
 
-/* ---- GID table: the host's addresses, IPv4 as ::ffff:a.b.c.d (RoCE v2) --- */
-static union ibv_gid gid_table[SR_MAX_GID];
-static int gid_count;
+/* ---- GID tables: the host's addresses, IPv4 as ::ffff:a.b.c.d (RoCE v2) ---
+ * softrdma0 has every address of the host; with SOFTRDMA_DEVICE1_ADDRS a
+ * second device, softrdma1, owns the addresses listed there (host addresses,
+ * or any of 127.0.0.0/8, which is the host's too) and softrdma0 the rest.
+ */
+static union ibv_gid gid_table[SR_MAX_DEVICES][SR_MAX_GID];
+static int gid_count[SR_MAX_DEVICES];
+static union ibv_gid dev1_gids[SR_MAX_GID];
+static int dev1_gid_count;
+static int dev_count = 1;
 static pthread_mutex_t gid_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool gid_in(const union ibv_gid *t, int n, const union ibv_gid *g)
+{
+	for (int i = 0; i < n; i++)
+		if (!memcmp(&t[i], g, sizeof(*g)))
+			return true;
+	return false;
+}
 
 static void gid_add(const union ibv_gid *g)
 {
-	for (int i = 0; i < gid_count; i++)
-		if (!memcmp(&gid_table[i], g, sizeof(*g)))
-			return;
-	if (gid_count < SR_MAX_GID)
-		gid_table[gid_count++] = *g;
+	int d = dev_count > 1 && gid_in(dev1_gids, dev1_gid_count, g) ? 1 : 0;
+
+	if (d == 1 || gid_in(gid_table[0], gid_count[0], g))
+		return;
+	if (gid_count[0] < SR_MAX_GID)
+		gid_table[0][gid_count[0]++] = *g;
 }
 
 static void gid_refresh(void)
@@ -78,7 +98,7 @@ static void gid_refresh(void)
 	union ibv_gid g;
 
 	pthread_mutex_lock(&gid_lock);
-	gid_count = 0;
+	gid_count[0] = 0;
 	/* loopback first so that index 0 always works on one host */
 	memset(&g, 0, sizeof(g));
 	g.raw[10] = g.raw[11] = 0xff;
@@ -108,18 +128,74 @@ static void gid_refresh(void)
 	pthread_mutex_unlock(&gid_lock);
 }
 
-int sr_gid_count(void)
+static bool host_address(const union ibv_gid *g)
 {
-	return gid_count;
+	static const uint8_t v4[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	struct ifaddrs *ifa, *p;
+	bool found = false;
+
+	if (!memcmp(g->raw, v4, 12) && g->raw[12] == 127)
+		return true;
+	if (getifaddrs(&ifa))
+		return false;
+	for (p = ifa; p && !found; p = p->ifa_next) {
+		if (!p->ifa_addr)
+			continue;
+		if (p->ifa_addr->sa_family == AF_INET)
+			found = !memcmp(g->raw, v4, 12) &&
+				!memcmp(&g->raw[12], &((struct sockaddr_in *)p->ifa_addr)->sin_addr, 4);
+		else if (p->ifa_addr->sa_family == AF_INET6)
+			found = !memcmp(g->raw, &((struct sockaddr_in6 *)p->ifa_addr)->sin6_addr, 16);
+	}
+	freeifaddrs(ifa);
+	return found;
 }
 
-int sr_gid_get(int index, union ibv_gid *gid)
+/* SOFTRDMA_DEVICE1_ADDRS: softrdma1's addresses, separated by commas or spaces; anything else ignored, said so */
+static void parse_devices(void)
+{
+	const char *env = getenv("SOFTRDMA_DEVICE1_ADDRS");
+	char buf[1024], *save = NULL, *tok;
+
+	if (!env || !*env)
+		return;
+	snprintf(buf, sizeof(buf), "%s", env);
+	for (tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+		union ibv_gid g;
+
+		memset(&g, 0, sizeof(g));
+		if (inet_pton(AF_INET, tok, &g.raw[12]) == 1)
+			g.raw[10] = g.raw[11] = 0xff;
+		else if (inet_pton(AF_INET6, tok, g.raw) != 1) {
+			fprintf(stderr, "softrdma: SOFTRDMA_DEVICE1_ADDRS: %s is not an address: ignored\n", tok);
+			continue;
+		}
+		if (!host_address(&g)) {
+			fprintf(stderr, "softrdma: SOFTRDMA_DEVICE1_ADDRS: %s is no address of this host: ignored\n", tok);
+			continue;
+		}
+		if (dev1_gid_count < SR_MAX_GID && !gid_in(dev1_gids, dev1_gid_count, &g))
+			dev1_gids[dev1_gid_count++] = g;
+	}
+	if (dev1_gid_count) {
+		memcpy(gid_table[1], dev1_gids, sizeof(dev1_gids));
+		gid_count[1] = dev1_gid_count;
+		dev_count = 2;
+	}
+}
+
+int sr_gid_count(int dev)
+{
+	return dev >= 0 && dev < dev_count ? gid_count[dev] : 0;
+}
+
+int sr_gid_get(int dev, int index, union ibv_gid *gid)
 {
 	int ret = EINVAL;
 
 	pthread_mutex_lock(&gid_lock);
-	if (index >= 0 && index < gid_count) {
-		*gid = gid_table[index];
+	if (dev >= 0 && dev < dev_count && index >= 0 && index < gid_count[dev]) {
+		*gid = gid_table[dev][index];
 		ret = 0;
 	}
 	pthread_mutex_unlock(&gid_lock);
@@ -131,15 +207,30 @@ bool sr_gid_is_local(const union ibv_gid *gid)
 	bool found = false;
 
 	pthread_mutex_lock(&gid_lock);
-	for (int i = 0; i < gid_count && !found; i++)
-		found = !memcmp(&gid_table[i], gid, sizeof(*gid));
+	for (int d = 0; d < dev_count && !found; d++)
+		found = gid_in(gid_table[d], gid_count[d], gid);
 	pthread_mutex_unlock(&gid_lock);
 	return found;
 }
 
+/* the device that owns an address, -1 for none */
+static int gid_device(const union ibv_gid *gid)
+{
+	int d;
+
+	pthread_mutex_lock(&gid_lock);
+	for (d = 0; d < dev_count; d++)
+		if (gid_in(gid_table[d], gid_count[d], gid))
+			break;
+	pthread_mutex_unlock(&gid_lock);
+	return d < dev_count ? d : -1;
+}
+
 /* ---- device list -------------------------------------------------------- */
-static struct ibv_device sr_dev;
-static __be64 sr_guid;
+static struct ibv_device sr_devs[SR_MAX_DEVICES];
+static __be64 sr_guid[SR_MAX_DEVICES];
+static atomic_bool port_down[SR_MAX_DEVICES];
+atomic_int sr_ports_down;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static void do_init(void)
@@ -155,16 +246,21 @@ static void do_init(void)
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
-	sr_dev.node_type = IBV_NODE_CA;
-	sr_dev.transport_type = IBV_TRANSPORT_IB;
-	strcpy(sr_dev.name, "softrdma0");
-	strcpy(sr_dev.dev_name, "uverbs0");
-	strcpy(sr_dev.dev_path, "/sys/class/infiniband_verbs/uverbs0");
-	strcpy(sr_dev.ibdev_path, "/sys/class/infiniband/softrdma0");
+	parse_devices();
 	/* stable per host: derived from the host id, never zero */
 	g = (uint64_t)gethostid() * 0x9e3779b97f4a7c15ull ^ 0x5352444d41000000ull;
 	g = (g & ~0xffull) | 0x02; /* locally administered */
-	sr_guid = htobe64(g);
+	for (int d = 0; d < dev_count; d++) {
+		struct ibv_device *dev = &sr_devs[d];
+
+		dev->node_type = IBV_NODE_CA;
+		dev->transport_type = IBV_TRANSPORT_IB;
+		snprintf(dev->name, sizeof(dev->name), "softrdma%d", d);
+		snprintf(dev->dev_name, sizeof(dev->dev_name), "uverbs%d", d);
+		snprintf(dev->dev_path, sizeof(dev->dev_path), "/sys/class/infiniband_verbs/uverbs%d", d);
+		snprintf(dev->ibdev_path, sizeof(dev->ibdev_path), "/sys/class/infiniband/softrdma%d", d);
+		sr_guid[d] = htobe64(g + ((uint64_t)d << 8));
+	}
 	gid_refresh();
 }
 
@@ -173,19 +269,33 @@ void sr_init_once(void)
 	pthread_once(&init_once, do_init);
 }
 
+int sr_dev_index(const struct ibv_device *device)
+{
+	for (int d = 0; d < dev_count; d++)
+		if (device == &sr_devs[d])
+			return d;
+	return -1;
+}
+
+bool sr_dev_port_down(int dev)
+{
+	return dev >= 0 && dev < dev_count && atomic_load(&port_down[dev]);
+}
+
 SR_EXPORT struct ibv_device **ibv_get_device_list(int *num_devices)
 {
 	struct ibv_device **list;
 
 	sr_init_once();
-	list = calloc(2, sizeof(*list));
+	list = calloc(SR_MAX_DEVICES + 1, sizeof(*list));
 	if (!list) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	list[0] = &sr_dev;
+	for (int d = 0; d < dev_count; d++)
+		list[d] = &sr_devs[d];
 	if (num_devices)
-		*num_devices = 1;
+		*num_devices = dev_count;
 	return list;
 }
 
@@ -205,14 +315,16 @@ SR_EXPORT const char *ibv_get_device_name(struct ibv_device *device)
 
 SR_EXPORT __be64 ibv_get_device_guid(struct ibv_device *device)
 {
-	(void)device;
+	int d;
+
 	sr_init_once();
-	return sr_guid;
+	d = sr_dev_index(device);
+	return sr_guid[d < 0 ? 0 : d];
 }
 
 SR_EXPORT int ibv_get_device_index(struct ibv_device *device)
 {
-	return device == &sr_dev ? 0 : -1;
+	return sr_dev_index(device);
 }
 
 /* ---- contexts ----------------------------------------------------------- */
@@ -224,10 +336,10 @@ static int sr_query_device_ex_op(struct ibv_context *ctx,
 
 static bool is_context(struct ibv_context *ctx)
 {
-	return ctx && ctx->device == &sr_dev && ctx->abi_compat == __VERBS_ABI_IS_EXTENDED;
+	return ctx && sr_dev_index(ctx->device) >= 0 && ctx->abi_compat == __VERBS_ABI_IS_EXTENDED;
 }
 
-struct ibv_context *sr_open(bool internal)
+struct ibv_context *sr_open(int dev, bool internal)
 {
 	struct sr_context *c;
 	int p[2];
@@ -248,7 +360,7 @@ struct ibv_context *sr_open(bool internal)
 	c->vctx.sz = sizeof(struct verbs_context);
 	c->vctx.query_port = sr_query_port_op;
 	c->vctx.query_device_ex = sr_query_device_ex_op;
-	c->vctx.context.device = &sr_dev;
+	c->vctx.context.device = &sr_devs[dev];
 	c->vctx.context.cmd_fd = -1;
 	c->vctx.context.async_fd = p[0];
 	c->async_wfd = p[1];
@@ -269,17 +381,23 @@ struct ibv_context *sr_open(bool internal)
 	c->internal = internal;
 	if (!internal)
 		sr_count(SR_K_CONTEXT, 1);
+	pthread_mutex_lock(&contexts_lock);
+	c->next = contexts;
+	contexts = c;
+	pthread_mutex_unlock(&contexts_lock);
 	sr_dbg("open_device -> context %p", (void *)&c->vctx.context);
 	return &c->vctx.context;
 }
 
 SR_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 {
-	if (device != &sr_dev) {
+	int d = sr_dev_index(device);
+
+	if (d < 0) {
 		errno = device ? ENODEV : EINVAL;
 		return NULL;
 	}
-	return sr_open(false);
+	return sr_open(d, false);
 }
 
 SR_EXPORT int ibv_close_device(struct ibv_context *ctx)
@@ -289,7 +407,15 @@ SR_EXPORT int ibv_close_device(struct ibv_context *ctx)
 	if (!is_context(ctx))
 		return EINVAL;
 	c = (struct sr_context *)((char *)ctx - offsetof(struct verbs_context, context));
+	pthread_mutex_lock(&contexts_lock);
+	for (struct sr_context **pp = &contexts; *pp; pp = &(*pp)->next) {
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	}
 	ctx->abi_compat = NULL;
+	pthread_mutex_unlock(&contexts_lock);
 	while (c->async_head) {
 		struct sr_async_rec *r = c->async_head;
 
@@ -308,12 +434,12 @@ SR_EXPORT int ibv_close_device(struct ibv_context *ctx)
 }
 
 /* ---- queries ------------------------------------------------------------ */
-static void fill_device_attr(struct ibv_device_attr *a)
+static void fill_device_attr(struct ibv_device_attr *a, int dev)
 {
 	memset(a, 0, sizeof(*a));
 	snprintf(a->fw_ver, sizeof(a->fw_ver), "1.0.0");
-	a->node_guid = sr_guid;
-	a->sys_image_guid = sr_guid;
+	a->node_guid = sr_guid[dev];
+	a->sys_image_guid = sr_guid[dev];
 	a->max_mr_size = UINT64_MAX;
 	a->page_size_cap = 0xfffff000;
 	a->vendor_id = SR_VENDOR_ID;
@@ -349,7 +475,7 @@ SR_EXPORT int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *
 {
 	if (!is_context(ctx) || !attr)
 		return EINVAL;
-	fill_device_attr(attr);
+	fill_device_attr(attr, sr_dev_index(ctx->device));
 	return 0;
 }
 
@@ -363,7 +489,7 @@ static int sr_query_device_ex_op(struct ibv_context *ctx,
 	if (!is_context(ctx) || !attr || attr_size < sizeof(struct ibv_device_attr))
 		return EINVAL;
 	memset(&ex, 0, sizeof(ex));
-	fill_device_attr(&ex.orig_attr);
+	fill_device_attr(&ex.orig_attr, sr_dev_index(ctx->device));
 	ex.device_cap_flags_ex = ex.orig_attr.device_cap_flags;
 	ex.max_dm_size = 0;
 	if (attr_size > sizeof(ex))
@@ -372,13 +498,15 @@ static int sr_query_device_ex_op(struct ibv_context *ctx,
 	return 0;
 }
 
-static void fill_port_attr(struct ibv_port_attr *a)
+static void fill_port_attr(struct ibv_port_attr *a, int dev)
 {
+	bool down = sr_dev_port_down(dev);
+
 	memset(a, 0, sizeof(*a));
-	a->state = IBV_PORT_ACTIVE;
+	a->state = down ? IBV_PORT_DOWN : IBV_PORT_ACTIVE;
 	a->max_mtu = IBV_MTU_4096;
 	a->active_mtu = IBV_MTU_4096;
-	a->gid_tbl_len = sr_gid_count();
+	a->gid_tbl_len = sr_gid_count(dev);
 	a->port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
 	a->max_msg_sz = SR_MAX_MSG_SZ;
 	a->bad_pkey_cntr = 0;
@@ -393,7 +521,7 @@ static void fill_port_attr(struct ibv_port_attr *a)
 	a->init_type_reply = 0;
 	a->active_width = 2;  /* 4x */
 	a->active_speed = 32; /* 25 Gb/s (EDR) per lane */
-	a->phys_state = 5;    /* LinkUp */
+	a->phys_state = down ? 3 : 5; /* Disabled (as rxe's netdev down) / LinkUp */
 	a->link_layer = IBV_LINK_LAYER_ETHERNET;
 }
 
@@ -406,7 +534,7 @@ static int sr_query_port_op(struct ibv_context *ctx, uint8_t port, struct ibv_po
 		return EINVAL;
 	if (port != 1)
 		return EINVAL;
-	fill_port_attr(&a);
+	fill_port_attr(&a, sr_dev_index(ctx->device));
 	memcpy(attr, &a, len < sizeof(a) ? len : sizeof(a));
 	return 0;
 }
@@ -425,7 +553,7 @@ SR_EXPORT int ibv_query_gid(struct ibv_context *ctx, uint8_t port, int index, un
 {
 	if (!is_context(ctx) || port != 1 || !gid)
 		return -1;
-	if (sr_gid_get(index, gid)) {
+	if (sr_gid_get(sr_dev_index(ctx->device), index, gid)) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -440,7 +568,7 @@ SR_EXPORT int _ibv_query_gid_ex(struct ibv_context *ctx, uint32_t port, uint32_t
 	if (!is_context(ctx) || port != 1 || !entry || flags)
 		return EINVAL;
 	memset(&e, 0, sizeof(e));
-	if (sr_gid_get((int)index, &e.gid))
+	if (sr_gid_get(sr_dev_index(ctx->device), (int)index, &e.gid))
 		return ENODATA;
 	e.gid_index = index;
 	e.port_num = port;
@@ -457,7 +585,7 @@ SR_EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *ctx, struct ibv_gid_e
 
 	if (!is_context(ctx) || (!entries && max_entries) || flags || entry_size < sizeof(*entries))
 		return -EINVAL;
-	for (int i = 0; i < sr_gid_count() && n < max_entries; i++, n++)
+	for (int i = 0; i < sr_gid_count(sr_dev_index(ctx->device)) && n < max_entries; i++, n++)
 		if (_ibv_query_gid_ex(ctx, 1, (uint32_t)i,
 				      (struct ibv_gid_entry *)((char *)entries + n * entry_size), 0,
 				      entry_size))
@@ -471,7 +599,7 @@ SR_EXPORT int ibv_query_gid_type(struct ibv_context *ctx, uint8_t port, unsigned
 {
 	union ibv_gid g;
 
-	if (!is_context(ctx) || port != 1 || !type || sr_gid_get((int)index, &g)) {
+	if (!is_context(ctx) || port != 1 || !type || sr_gid_get(sr_dev_index(ctx->device), (int)index, &g)) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -736,13 +864,114 @@ SR_EXPORT const char *ibv_get_sysfs_path(void)
 
 /* ---- for librdmacm.so.1 ----------------------------------------------------- */
 /* the CM's own context: same device, same objects, not counted as the user's */
-SR_EXPORT struct ibv_context *softrdma_internal_open(void)
+SR_EXPORT struct ibv_context *softrdma_internal_open(int dev)
 {
-	return sr_open(true);
+	sr_init_once();
+	if (dev < 0 || dev >= dev_count) {
+		errno = ENODEV;
+		return NULL;
+	}
+	return sr_open(dev, true);
 }
 
 SR_EXPORT void softrdma_internal_count(int kind, int delta)
 {
 	if (kind == SR_K_CM_ID || kind == SR_K_CM_CHANNEL)
 		sr_count(kind, delta);
+}
+
+/* ---- the port's state (a test hook) ----------------------------------------- */
+/*
+ * As kernel rxe on its netdev's down and up (rxe_port_down / rxe_port_up): the
+ * port's state changes and IBV_EVENT_PORT_ERR / IBV_EVENT_PORT_ACTIVE is queued
+ * on every open context of the device. The queue pairs are not moved to the
+ * error state by the event: their packets are lost while the port is down, so
+ * their retries run out (IBV_WC_RETRY_EXC_ERR) unless the port comes back first.
+ * The state is this process's: the device lives in each process.
+ */
+SR_EXPORT int softrdma_set_port_state(const char *device, unsigned int port, int up)
+{
+	bool down = !up;
+	int d = -1;
+
+	sr_init_once();
+	for (int i = 0; device && i < dev_count; i++)
+		if (!strcmp(device, sr_devs[i].name))
+			d = i;
+	if (d < 0 || port != 1) {
+		errno = EINVAL;
+		return -1;
+	}
+	pthread_mutex_lock(&contexts_lock);
+	if (atomic_exchange(&port_down[d], down) != down) {
+		atomic_fetch_add(&sr_ports_down, down ? 1 : -1);
+		sr_dbg("port %u of %s: %s", port, device, down ? "DOWN" : "ACTIVE");
+		/* librdmacm's own contexts too: its ids' users read id->verbs's async fd */
+		for (struct sr_context *c = contexts; c; c = c->next)
+			if (c->vctx.context.device == &sr_devs[d])
+				sr_async_event(&c->vctx.context, down ? IBV_EVENT_PORT_ERR : IBV_EVENT_PORT_ACTIVE,
+					       NULL);
+	}
+	pthread_mutex_unlock(&contexts_lock);
+	return 0;
+}
+
+/*
+ * The same from another process: a file <SOFTRDMA_RUNDIR>/<device>-port1-down takes port 1 of that device down in
+ * every process of the registry directory (they share the link, as the hosts on one switch), its removal brings it
+ * back. The progress thread looks at most every 100 ms and acts on a change only, so the hook above still works.
+ */
+void sr_port_files_check(uint64_t now)
+{
+	static uint64_t next;
+	static bool seen[SR_MAX_DEVICES];
+	const char *run = softrdma_internal_rundir();
+	char path[512];
+	struct stat st;
+
+	if (now < next || !run)
+		return;
+	next = now + 100000000ull;
+	for (int d = 0; d < dev_count; d++) {
+		bool exists;
+
+		snprintf(path, sizeof(path), "%s/%s-port1-down", run, sr_devs[d].name);
+		exists = lstat(path, &st) == 0;
+		if (exists != seen[d]) {
+			seen[d] = exists;
+			softrdma_set_port_state(sr_devs[d].name, 1, !exists);
+		}
+	}
+}
+
+/* ---- for librdmacm.so.1: its devices ---------------------------------------- */
+SR_EXPORT int softrdma_internal_device_count(void)
+{
+	sr_init_once();
+	return dev_count;
+}
+
+/* the device whose address sa is (AF_INET / AF_INET6), else 0: the one with every other address */
+SR_EXPORT int softrdma_internal_device_of(const struct sockaddr *sa)
+{
+	union ibv_gid g;
+	int d;
+
+	sr_init_once();
+	memset(&g, 0, sizeof(g));
+	if (sa->sa_family == AF_INET) {
+		g.raw[10] = g.raw[11] = 0xff;
+		memcpy(&g.raw[12], &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	} else if (sa->sa_family == AF_INET6) {
+		memcpy(g.raw, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+	} else {
+		return 0;
+	}
+	d = gid_device(&g);
+	return d < 0 ? 0 : d;
+}
+
+SR_EXPORT int softrdma_internal_port_down(struct ibv_context *ctx)
+{
+	return ctx && sr_dev_port_down(sr_dev_index(ctx->device));
 }

@@ -763,9 +763,39 @@ void sr_net_qp_release(struct sr_qp *qp)
 	qp->conn = NULL;
 }
 
+/* a QP of this process (by number) on a device whose port is down */
+static bool qpn_port_down(uint32_t qpn)
+{
+	struct sr_qp *qp = sr_qp_get(qpn);
+	bool down;
+
+	if (!qp)
+		return false;
+	down = sr_dev_port_down(sr_dev_index(qp->ibv.context->device));
+	sr_qp_put(qp);
+	return down;
+}
+
+/*
+ * A message from or to a port that is down is lost, as on a link that is
+ * down: a request's loss shows as the requester's transport timeout (and, the
+ * retries spent, RETRY_EXC_ERR), a response's as well.
+ */
+bool sr_net_port_down(const struct sr_hdr *h)
+{
+	return atomic_load(&sr_ports_down) && (qpn_port_down(h->src_qpn) || qpn_port_down(h->dst_qpn));
+}
+
+static bool qp_port_down(struct sr_qp *qp)
+{
+	return atomic_load(&sr_ports_down) && sr_dev_port_down(sr_dev_index(qp->ibv.context->device));
+}
+
 /* send_lock held */
 int sr_net_send(struct sr_qp *qp, struct sr_hdr *h, const struct iovec *iov, int iovcnt)
 {
+	if (qp_port_down(qp) || (qp->remote_inst == my_inst && sr_net_port_down(h)))
+		return 0; /* lost: the requester's timer retries */
 	if (qp->remote_inst == my_inst) {
 		struct sr_src s = { .iov = iov, .iovcnt = iovcnt, .left = payload_len(h) };
 
@@ -803,6 +833,8 @@ bool sr_net_is_local(struct sr_qp *qp)
 /* send_lock held: several requests of one QP in one system call */
 int sr_net_send_batch(struct sr_qp *qp, struct iovec *v, int cnt)
 {
+	if (qp_port_down(qp))
+		return 0;
 	if (!qp->conn || atomic_load(&qp->conn->dead))
 		qp->conn = conn_get(qp->remote_inst, &qp->attr.ah_attr.grh.dgid);
 	if (!qp->conn)
@@ -812,6 +844,8 @@ int sr_net_send_batch(struct sr_qp *qp, struct iovec *v, int cnt)
 
 void sr_net_reply(struct sr_conn *conn, struct sr_hdr *h, const struct iovec *iov, int iovcnt)
 {
+	if (sr_net_port_down(h))
+		return;
 	if (!conn) {
 		struct sr_src s = { .iov = iov, .iovcnt = iovcnt, .left = payload_len(h) };
 

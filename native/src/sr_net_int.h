@@ -57,6 +57,7 @@ struct sr_conn {
 
 /* ---- sr_registry.c -------------------------------------------------------------- */
 SR_HIDDEN extern uint32_t my_inst;
+SR_HIDDEN bool sr_net_port_down(const struct sr_hdr *h);
 SR_HIDDEN extern dev_t rundir_dev;
 SR_HIDDEN extern ino_t rundir_ino;
 SR_HIDDEN extern uint16_t my_port;

@@ -312,6 +312,7 @@ static void *progress(void *unused)
 			struct scan_arg a = { now, now + 100000000ull };
 
 			doorbell_rescue();
+			sr_port_files_check(now);
 			sr_qp_foreach(scan_qp, &a);
 			next_scan = a.next;
 		}

@@ -485,7 +485,7 @@ static int check_values(struct sr_qp *qp, struct ibv_qp_attr *a, int mask)
 	/* RoCE carries a GRH on every packet: an address without one cannot be routed */
 	if ((mask & M(AV)) && (!a->ah_attr.is_global || a->ah_attr.port_num > 1))
 		return EINVAL;
-	if ((mask & M(AV)) && a->ah_attr.grh.sgid_index >= sr_gid_count())
+	if ((mask & M(AV)) && a->ah_attr.grh.sgid_index >= sr_gid_count(sr_dev_index(qp->ibv.context->device)))
 		return EINVAL;
 	(void)qp;
 	return 0;

@@ -207,6 +207,14 @@ static int handle_frame(struct sr_conn *c, struct sr_hdr *h)
 		conn_send(c, &r, NULL, 0);
 		return 0;
 	}
+	if (sr_net_port_down(h)) {
+		/* a link that is down delivers nothing; the stream itself stays in step */
+		if (sr_src_skip(&s, s.left) || s.left || atomic_load(&c->dead)) {
+			conn_kill(c, "stream ended inside a message");
+			return -1;
+		}
+		return 0;
+	}
 	if (sr_debug)
 		sr_dbg("rx %s 0x%x -> 0x%x psn %u len %llu", sr_opcode_name(h->op), h->src_qpn,
 		       h->dst_qpn, h->psn, (unsigned long long)h->len);

@@ -83,6 +83,10 @@ abstract class AbstractRdmaChannel extends AbstractChannel {
     void onAsyncEvent(int type) {
     }
 
+    /** The port of the channel's queue pair went down (see {@link RdmaIoHandle#portDown}). */
+    void onPortDown(int port, String cause) {
+    }
+
     /** Whether the channel, closed, still waits for sends in flight (see {@link RdmaIoHandle#lingering()}). */
     boolean isLingering() {
         return false;
@@ -113,6 +117,11 @@ abstract class AbstractRdmaChannel extends AbstractChannel {
         @Override
         public void asyncEvent(int type) {
             onAsyncEvent(type);
+        }
+
+        @Override
+        public void portDown(int port, String cause) {
+            onPortDown(port, cause);
         }
 
         @Override

@@ -113,14 +113,7 @@ final class DeviceEvents {
         } else if (IbvEventType.isPortEvent(type)) {
             int port = VerbsContext.asyncEventPort(event);
             VerbsContext.ackAsyncEvent(event);
-            // Not a connection's failure: a port that goes down leaves its queue pairs to their retries, which
-            // fail them (RETRY_EXC_ERR) if it stays down; one that comes back lets them go on.
-            if (type == IbvEventType.PORT_ERR) {
-                logger.warn("{} port {}: {} (the port went down)", context.deviceName(), port,
-                        IbvEventType.name(type));
-            } else {
-                logger.info("{} port {}: {}", context.deviceName(), port, IbvEventType.name(type));
-            }
+            portEvent(context, port, type);
         } else {
             VerbsContext.ackAsyncEvent(event);
             if (type == IbvEventType.DEVICE_FATAL) {
@@ -133,6 +126,30 @@ final class DeviceEvents {
             } else {
                 logger.warn("{}: {}", context.deviceName(), IbvEventType.name(type));
             }
+        }
+    }
+
+    /**
+     * A port that goes down leaves its queue pairs in RTS (kernel rxe does not move them; their requests go nowhere
+     * and fail by retry exhaustion, seconds later): its connections are closed now, with the event as their cause,
+     * and new ones there are refused until it is back ({@link PortStates}). The listeners stay: rdma_cm keeps a
+     * listening id across a port's down and up, so a server serves again once the port is active.
+     */
+    private static void portEvent(VerbsContext context, int port, int type) {
+        String device = context.deviceName();
+        if (type == IbvEventType.PORT_ERR) {
+            String cause = PortStates.down(device, port);
+            logger.warn("{}: closing every connection on it", cause);
+            long address = context.address();
+            for (RdmaIoHandler owner : new HashSet<>(OWNERS.values())) {
+                owner.execute(() -> owner.portDown(address, port, cause));
+            }
+        } else if (type == IbvEventType.PORT_ACTIVE) {
+            PortStates.up(device, port);
+            logger.info("port {} of {} is active ({}): connections there go through again", port, device,
+                    IbvEventType.name(type));
+        } else {
+            logger.info("port {} of {}: {}", port, device, IbvEventType.name(type));
         }
     }
 }

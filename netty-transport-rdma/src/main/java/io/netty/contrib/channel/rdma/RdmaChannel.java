@@ -544,6 +544,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             switch (type) {
                 case CmEventType.ADDR_RESOLVED -> {
                     FabricOptions.checkDevice(cmId, config);
+                    PortStates.checkUp(cmId);
                     cmId.resolveRoute(config.getResolveTimeoutMillis());
                 }
                 case CmEventType.ROUTE_RESOLVED -> connectQueuePair();
@@ -559,7 +560,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
                                 : RefusalLog.Kind.FAILED, "failed before it was established: " + what, null);
                     } else {
                         failRdmaConnect(new ConnectException("connection to " + requestedRemoteAddress + " failed: "
-                                + what), true);
+                                + what + PortStates.describeDown()), true);
                     }
                 }
                 case CmEventType.DISCONNECTED, CmEventType.DEVICE_REMOVAL -> peerGone();
@@ -890,12 +891,18 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             if (e instanceof ProtocolException) {
                 RdmaEvents.protocolError(local, remote, e.getMessage());
             }
+            Exception failure = e;
+            if (e instanceof IOException io) {
+                RdmaConnectionSettings settings = connectionSettings;
+                failure = PortStates.explain(cmId, settings != null ? settings.port() : 1, io);
+            }
             if (state == State.ACCEPTING) {
                 // Not established yet, so no handler of the application's is there to hear it: the accept fails.
-                dropAccepted(RefusalLog.Kind.FAILED, "failed before it was established: " + e.getMessage(), e);
+                dropAccepted(RefusalLog.Kind.FAILED, "failed before it was established: " + failure.getMessage(),
+                        failure);
                 return;
             }
-            pipeline().fireExceptionCaught(e);
+            pipeline().fireExceptionCaught(failure);
             unsafe().close(unsafe().voidPromise());
         }
     }
@@ -919,6 +926,21 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             peerGone();
             return;
         }
+        failed(message);
+    }
+
+    @Override
+    void onPortDown(int port, String cause) {
+        RdmaConnectionSettings settings = connectionSettings;
+        if (connection == null || !isOpen() || settings != null && settings.port() != port) {
+            return;
+        }
+        RdmaEvents.queuePairError(local, remote, IbvEventType.name(IbvEventType.PORT_ERR), cause);
+        failed(cause);
+    }
+
+    /** The device failed the connection ({@code message}): fails the connect or closes the channel, at once. */
+    private void failed(String message) {
         peerGone = true;
         if (state == State.ACCEPTING) {
             dropAccepted(RefusalLog.Kind.FAILED, "failed before it was established: " + message, null);

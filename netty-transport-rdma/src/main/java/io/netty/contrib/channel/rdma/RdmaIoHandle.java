@@ -24,6 +24,12 @@ interface RdmaIoHandle extends IoHandle {
      */
     void asyncEvent(int type);
 
+    /**
+     * The port of the handle's queue pair went down ({@code IBV_EVENT_PORT_ERR} of {@code port} on its device):
+     * {@code cause} names it. A handle on another port of the device ignores it.
+     */
+    void portDown(int port, String cause);
+
     /** Whether the handle still has work in flight after its channel deregistered (a graceful close). */
     boolean lingering();
 

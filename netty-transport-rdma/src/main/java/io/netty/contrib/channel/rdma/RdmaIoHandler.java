@@ -368,6 +368,27 @@ public final class RdmaIoHandler implements IoHandler {
         }
     }
 
+    /**
+     * {@code port} of the device went down ({@code IBV_EVENT_PORT_ERR}): this loop's connections on it close with
+     * {@code cause}.
+     */
+    void portDown(long contextAddress, int port, String cause) {
+        for (DeviceQueue q : deviceQueues) {
+            if (q.context.address() != contextAddress) {
+                continue;
+            }
+            for (Registration r : byQpNum.values().toArray(new Registration[0])) {
+                if (r.group != null && q.groups.contains(r.group) && (r.valid || r.handle.lingering())) {
+                    try {
+                        r.handle.portDown(port, cause);
+                    } catch (Throwable t) {
+                        logger.warn("failed to close {} on {}", r.handle, cause, t);
+                    }
+                }
+            }
+        }
+    }
+
     /** A device event of {@code group}'s completion queue or shared receive queue: its connections. */
     void queueEvent(QueueGroup group, int type) {
         if (type == IbvEventType.SRQ_LIMIT_REACHED) {

@@ -1,0 +1,105 @@
+package io.netty.contrib.channel.rdma;
+
+import io.netty.contrib.channel.rdma.internal.verbs.CmId;
+import io.netty.contrib.channel.rdma.internal.verbs.IbvEventType;
+
+import java.io.IOException;
+import java.net.ConnectException;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * The ports of the process's devices that are down: from the {@code IBV_EVENT_PORT_ERR} {@link DeviceEvents} took
+ * to the {@code IBV_EVENT_PORT_ACTIVE} that follows. A connection there fails at once while its port is down,
+ * rather than after rdma_cm's timeouts (kernel rxe still resolves an address of its own host over a netdev that is
+ * down; the requests then go nowhere). The devices of this transport have one port each (rdma_cm ids are on port
+ * 1 of theirs), so a connection is refused while any port of its device is down. Any thread.
+ */
+final class PortStates {
+    /** {@code IBV_PORT_ACTIVE} of {@code enum ibv_port_state}. */
+    private static final int IBV_PORT_ACTIVE = 4;
+    /** What went down, by device name, then port: the cause a connection there is given. */
+    private static final Map<String, Map<Integer, String>> DOWN = new ConcurrentHashMap<>();
+
+    private PortStates() {
+    }
+
+    /** {@code port} of {@code device} went down; returns the cause that names it. */
+    static String down(String device, int port) {
+        String cause = "port " + port + " of " + device + " went down (" + IbvEventType.name(IbvEventType.PORT_ERR)
+                + ")";
+        DOWN.computeIfAbsent(device, d -> new ConcurrentHashMap<>()).put(port, cause);
+        return cause;
+    }
+
+    /** {@code port} of {@code device} is active again. */
+    static void up(String device, int port) {
+        DOWN.computeIfPresent(device, (d, ports) -> {
+            ports.remove(port);
+            return ports.isEmpty() ? null : ports;
+        });
+    }
+
+    /** Why {@code device} cannot carry a connection now, or {@code null} if all its ports are up. */
+    static String downCause(String device) {
+        Map<Integer, String> ports = DOWN.get(device);
+        if (ports == null) {
+            return null;
+        }
+        for (String cause : ports.values()) {
+            return cause;
+        }
+        return null;
+    }
+
+    /**
+     * A work request of a connection on {@code id} that failed with {@code failure}: when the connection's port is
+     * down, the port is the cause, named (kernel rxe fails the sends it cannot transmit at once, LOC_QP_OP_ERR, which
+     * may reach the loop before the port's event does; so the port's state is asked as well). Else
+     * {@code failure} itself.
+     */
+    static IOException explain(CmId id, int port, IOException failure) {
+        if (id == null) {
+            return failure;
+        }
+        String device = id.verbs().deviceName();
+        String cause = downCause(device);
+        if (cause == null) {
+            try {
+                if (id.verbs().queryPort(port).state() != IBV_PORT_ACTIVE) {
+                    cause = "port " + port + " of " + device + " is down (" + IbvEventType.name(IbvEventType.PORT_ERR)
+                            + " follows)";
+                }
+            } catch (RuntimeException e) {
+                return failure;
+            }
+        }
+        if (cause == null) {
+            return failure;
+        }
+        IOException named = new IOException(cause + ": " + failure.getMessage(), failure);
+        named.setStackTrace(new StackTraceElement[0]);
+        return named;
+    }
+
+    /** The ports down, as "; port 1 of softrdma0 went down (...)" for a failed connect's message; else "". */
+    static String describeDown() {
+        StringBuilder b = new StringBuilder();
+        for (Map<Integer, String> ports : DOWN.values()) {
+            for (String cause : ports.values()) {
+                b.append("; ").append(cause);
+            }
+        }
+        return b.toString();
+    }
+
+    /** Fails a connection whose route ({@code id}, its address resolved) is on a device with a port down. */
+    static void checkUp(CmId id) throws ConnectException {
+        String device = id.verbs().deviceName();
+        String cause = downCause(device);
+        if (cause != null) {
+            throw new ConnectException("cannot connect to " + id.remoteAddress() + ": " + cause
+                    + "; connections on " + device + " resume once it is active again (IBV_EVENT_PORT_ACTIVE)");
+        }
+    }
+}
