@@ -1,4 +1,4 @@
-/* hostile_peer: a netty-transport-rdma peer (docs/PROTOCOL.md, version 3) that follows the protocol as far as a
+/* hostile_peer: a netty-transport-rdma peer (docs/PROTOCOL.md, version 4) that follows the protocol as far as a
  * scenario needs and then breaks one rule, against a server at HOST PORT. It prints progress lines and ends with
  * one machine-readable line:
  *
@@ -10,7 +10,7 @@
  * code is 0 when the scenario ran to its end (whatever the server did), 2 when it could not (usage, setup).
  *
  * Scenarios: credits [BURST], ring-overlap, imm-length, unknown-type, bad-flags, cross-connection, remote-read,
- * refused-write [ring|noring],
+ * refused-write [ring|noring], overwrite-held,
  * bad-params:<field> (flags, recvCredits0, recvCredits1, recvCreditsHuge, recvBufferSize4, recvBufferSize1G,
  * ringSize100, ringSize2G, ringAddressWithoutRing, ringSizeWithoutAddress, ringWraps, short, version2),
  * half-open [COUNT [SECONDS]].
@@ -32,23 +32,27 @@
 
 /* docs/PROTOCOL.md */
 #define MAGIC 0x4E52444Du
-#define VERSION 3
+#define VERSION 4
 #define PARAMS_LEN 32
 #define REJECT_LEN 8
 #define HDR_LEN 8
-#define RING_PAYLOAD 16
+#define RING_PAYLOAD 16 /* before the rkeys: address u64, size u32, slabs u16, flags u16 */
+#define MAX_SLABS 32
 #define T_DATA 1
 #define T_CREDIT 2
 #define T_SHUTDOWN 3
 #define T_RING 4
 #define F_WANTS_RING 1
 #define F_RING_SEEN 2
-#define IMM_WRAP 0x80000000u
+#define IMM_SEAL 0x80000000u
 #define IMM_GENERATION 0x40000000u
+#define IMM_SLAB_SHIFT 25
 #define ALIGN 64
 #define CM_REJ_CONSUMER_DEFINED 28
 /* what the hostile server process understands: stop reading for a while (see HostileServerProcess) */
 static const char HOLD[8] = {'H', 'O', 'L', 'D', 0, 'R', 'D', 'M'};
+/* ... and keep the next buffer it reads for a while, then print its CRC (see HostileServerProcess) */
+static const char KEEP[8] = {'K', 'E', 'E', 'P', 0, 'R', 'D', 'M'};
 
 /* this side */
 #define NRECV 64
@@ -131,7 +135,7 @@ static uint16_t get16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return n
 static uint32_t get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return ntohl(v); }
 static uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) << 32 | get32(p + 4); }
 
-/* connect parameters this side offers: version 3, no ring, GRANT credits of RBUF bytes */
+/* connect parameters this side offers: version 4 (no ring in them), GRANT credits of RBUF bytes */
 static void good_params(uint8_t *p) {
     memset(p, 0, PARAMS_LEN);
     put32(p, MAGIC);
@@ -153,7 +157,7 @@ struct conn {
     uint32_t credits; /* receive credits this side may still use */
     uint32_t peer_buf;
     uint64_t ring_addr;
-    uint32_t ring_rkey, ring_size;
+    uint32_t ring_rkeys[MAX_SLABS], ring_size, slab_size, slabs;
     int ring_offers, generation;
     /* what happened */
     int disconnected, rejected, reject_reason, cm_status;
@@ -268,8 +272,12 @@ static void on_recv(struct conn *c, struct ibv_wc *wc) {
         c->credits += get16(m + 2);
         if (m[0] == T_RING && wc->byte_len >= HDR_LEN + RING_PAYLOAD) {
             c->ring_addr = get64(m + HDR_LEN);
-            c->ring_rkey = get32(m + HDR_LEN + 8);
-            c->ring_size = get32(m + HDR_LEN + 12);
+            c->ring_size = get32(m + HDR_LEN + 8);
+            c->slabs = get16(m + HDR_LEN + 12);
+            if (c->slabs > MAX_SLABS) c->slabs = MAX_SLABS;
+            for (uint32_t k = 0; k < c->slabs && HDR_LEN + RING_PAYLOAD + 4 * (k + 1) <= wc->byte_len; k++)
+                c->ring_rkeys[k] = get32(m + HDR_LEN + RING_PAYLOAD + 4 * k);
+            c->slab_size = c->slabs ? c->ring_size / c->slabs : 0;
             c->ring_offers++;
             c->generation = !c->generation;
             note("RING local=%s size=%u", c->local, c->ring_size);
@@ -361,8 +369,18 @@ static void ask_ring(struct conn *c, int slot, const void *payload, uint32_t len
     if (!c->ring_size) DIE("the server offers no ring (RING of size 0)");
 }
 
-static uint32_t imm(uint32_t len, int wrap, int gen) {
-    return (len & 0x3FFFFFFFu) | (wrap ? IMM_WRAP : 0) | (gen ? IMM_GENERATION : 0);
+static uint32_t imm(uint32_t len, uint32_t slab, int seal, int gen) {
+    return (len & ((1u << IMM_SLAB_SHIFT) - 1)) | slab << IMM_SLAB_SHIFT | (seal ? IMM_SEAL : 0) |
+           (gen ? IMM_GENERATION : 0);
+}
+
+static uint32_t crc32_of(const uint8_t *p, size_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int b = 0; b < 8; b++) c = c >> 1 ^ (0xEDB88320u & -(c & 1));
+    }
+    return ~c;
 }
 
 static void conn_close(struct conn *c) {
@@ -432,21 +450,19 @@ static void imm_length(const char *host, const char *port) {
     open_good(&A, host, port);
     ask_ring(&A, 0, "ring please", 11);
     memset(A.sbuf + SBUF / 2, 0x5a, 1024);
-    post_rdma(&A, IBV_WR_RDMA_WRITE_WITH_IMM, A.ring_addr, A.ring_rkey, 1024, imm(512, 0, A.generation));
+    post_rdma(&A, IBV_WR_RDMA_WRITE_WITH_IMM, A.ring_addr, A.ring_rkeys[0], 1024, imm(512, 0, 1, A.generation));
     expect_close(&A, "immediate length 512, 1024 bytes written");
     conn_close(&A);
 }
 
-/* A WRAP write onto ring space the first write still holds (or that was never credited back). */
+/* A ring write whose immediate claims a slab the ring does not have (the bytes land in slab 0's window). */
 static void ring_overlap(const char *host, const char *port) {
     open_good(&A, host, port);
     ask_ring(&A, 0, "ring please", 11);
-    uint32_t first = 4096, second = 8192;
-    memset(A.sbuf + SBUF / 2, 0x11, second);
-    post_rdma(&A, IBV_WR_RDMA_WRITE_WITH_IMM, A.ring_addr, A.ring_rkey, first, imm(first, 0, A.generation));
-    /* lands at offset 0 again, over [0, first), and claims more than the ring minus the skipped tail */
-    post_rdma(&A, IBV_WR_RDMA_WRITE_WITH_IMM, A.ring_addr, A.ring_rkey, second, imm(second, 1, A.generation));
-    expect_close(&A, "WRAP write over unreleased ring space");
+    uint32_t len = 4096;
+    memset(A.sbuf + SBUF / 2, 0x11, len);
+    post_rdma(&A, IBV_WR_RDMA_WRITE_WITH_IMM, A.ring_addr, A.ring_rkeys[0], len, imm(len, 31, 1, A.generation));
+    expect_close(&A, "ring write claiming slab 31");
     conn_close(&A);
 }
 
@@ -454,7 +470,7 @@ static void ring_overlap(const char *host, const char *port) {
 static void remote_read(const char *host, const char *port) {
     open_good(&A, host, port);
     ask_ring(&A, 0, "ring please", 11);
-    post_rdma(&A, IBV_WR_RDMA_READ, A.ring_addr, A.ring_rkey, 64, 0);
+    post_rdma(&A, IBV_WR_RDMA_READ, A.ring_addr, A.ring_rkeys[0], 64, 0);
     sends_idle = A.sends_done + 1;
     pump(&A, WAIT_MS, sends_reached);
     result(A.sends_done >= sends_idle ? wc_status_name(A.last_send_status) : "NO_COMPLETION", "local=%s", A.local);
@@ -473,7 +489,7 @@ static void refused_write(const char *host, const char *port, const char *mode) 
     if (with_ring) {
         ask_ring(&A, 0, "ring please", 11);
         addr = A.ring_addr;
-        rkey = A.ring_rkey ^ 0x00a5a500u;
+        rkey = A.ring_rkeys[0] ^ 0x00a5a500u;
     }
     memset(A.sbuf + SBUF / 2, 0x77, 256);
     post_rdma(&A, IBV_WR_RDMA_WRITE, addr, rkey, 256, 0);
@@ -503,18 +519,18 @@ static void cross_connection(const char *host, const char *port) {
     const uint32_t len = 1024;
     uint8_t *mine = V.sbuf + SBUF / 2;
     for (uint32_t i = 0; i < len; i++) mine[i] = (uint8_t)(i * 7 + 3);
-    post_rdma(&V, IBV_WR_RDMA_WRITE_WITH_IMM, V.ring_addr, V.ring_rkey, len, imm(len, 0, V.generation));
+    post_rdma(&V, IBV_WR_RDMA_WRITE_WITH_IMM, V.ring_addr, V.ring_rkeys[0], len, imm(len, 0, 1, V.generation));
     sends_idle = V.sends_done + 1;
     pump(&V, WAIT_MS, sends_reached);
     if (V.last_send_status != IBV_WC_SUCCESS) DIE("the victim's own ring write failed: %s", wc_status_name(V.last_send_status));
 
     memset(A.sbuf + SBUF / 2, 0xEE, len);
     memset(B.sbuf + SBUF / 2, 0xDD, len);
-    post_rdma(&A, IBV_WR_RDMA_WRITE, V.ring_addr, V.ring_rkey, len, 0);
+    post_rdma(&A, IBV_WR_RDMA_WRITE, V.ring_addr, V.ring_rkeys[0], len, 0);
     sends_idle = A.sends_done + 1;
     pump(&A, WAIT_MS, sends_reached);
     const char *write_status = A.sends_done >= sends_idle ? wc_status_name(A.last_send_status) : "NO_COMPLETION";
-    post_rdma(&B, IBV_WR_RDMA_WRITE_WITH_IMM, V.ring_addr, V.ring_rkey, len, imm(len, 0, 1));
+    post_rdma(&B, IBV_WR_RDMA_WRITE_WITH_IMM, V.ring_addr, V.ring_rkeys[0], len, imm(len, 0, 1, 1));
     sends_idle = B.sends_done + 1;
     pump(&B, WAIT_MS, sends_reached);
     const char *imm_status = B.sends_done >= sends_idle ? wc_status_name(B.last_send_status) : "NO_COMPLETION";
@@ -533,6 +549,33 @@ static void cross_connection(const char *host, const char *port) {
            V.local, A.local, B.local);
     conn_close(&A);
     conn_close(&B);
+    conn_close(&V);
+}
+
+/* Zero copy under a hostile writer: V's sealed ring write reaches the server's application, which keeps the buffer
+ * over the ring (KEEP); then V RDMA-writes other bytes over it with the rkey it was given for that slab. The device
+ * must refuse (the slab's window was invalidated before delivery); the server prints the CRC of what it holds,
+ * which the test compares with crc= here. */
+static void overwrite_held(const char *host, const char *port) {
+    open_good(&V, host, port);
+    ask_ring(&V, 0, KEEP, sizeof KEEP);
+    echo_reached = sizeof KEEP;
+    pump(&V, WAIT_MS, got_echo);
+    const uint32_t len = 16384;
+    uint8_t *mine = V.sbuf + SBUF / 2;
+    for (uint32_t i = 0; i < len; i++) mine[i] = (uint8_t)(i * 13 + 5);
+    uint32_t crc = crc32_of(mine, len);
+    post_rdma(&V, IBV_WR_RDMA_WRITE_WITH_IMM, V.ring_addr, V.ring_rkeys[0], len, imm(len, 0, 1, V.generation));
+    sends_idle = V.sends_done + 1;
+    pump(&V, WAIT_MS, sends_reached);
+    if (V.last_send_status != IBV_WC_SUCCESS) DIE("the ring write failed: %s", wc_status_name(V.last_send_status));
+    usleep(200 * 1000); /* the server has delivered it by now, and keeps it */
+    memset(mine, 0x22, len);
+    post_rdma(&V, IBV_WR_RDMA_WRITE, V.ring_addr, V.ring_rkeys[0], len, 0);
+    sends_idle = V.sends_done + 1;
+    pump(&V, WAIT_MS, sends_reached);
+    const char *status = V.sends_done >= sends_idle ? wc_status_name(V.last_send_status) : "NO_COMPLETION";
+    result(status, "crc=%08x local=%s", crc, V.local);
     conn_close(&V);
 }
 
@@ -630,6 +673,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(scenario, "bad-flags")) bad_flags(host, port);
     else if (!strcmp(scenario, "cross-connection")) cross_connection(host, port);
     else if (!strcmp(scenario, "remote-read")) remote_read(host, port);
+    else if (!strcmp(scenario, "overwrite-held")) overwrite_held(host, port);
     else if (!strcmp(scenario, "refused-write")) refused_write(host, port, argc > 4 ? argv[4] : "noring");
     else if (!strncmp(scenario, "bad-params:", 11)) bad_params(host, port, scenario + 11);
     else if (!strcmp(scenario, "half-open"))

@@ -40,6 +40,11 @@ import java.util.concurrent.atomic.AtomicInteger;
 public final class HostileServerProcess {
     static final byte[] HOLD = {'H', 'O', 'L', 'D', 0, 'R', 'D', 'M'};
     static final long HOLD_MILLIS = 800;
+    /**
+     * A connection whose first message starts with this keeps the next buffer it reads for {@value #HOLD_MILLIS}
+     * ms, then prints {@code HELD <port> crc=<crc32 of its bytes> zeroCopy=<whether it lies over the ring>}.
+     */
+    static final byte[] KEEP = {'K', 'E', 'E', 'P', 0, 'R', 'D', 'M'};
 
     private HostileServerProcess() {
     }
@@ -87,6 +92,7 @@ public final class HostileServerProcess {
 
     private static final class Echo extends ChannelInboundHandlerAdapter {
         private boolean first = true;
+        private boolean keepNext;
 
         @Override
         public void channelActive(ChannelHandlerContext ctx) {
@@ -97,8 +103,27 @@ public final class HostileServerProcess {
         @Override
         public void channelRead(ChannelHandlerContext ctx, Object msg) {
             ByteBuf buf = (ByteBuf) msg;
+            if (keepNext) {
+                keepNext = false;
+                long zeroCopyBefore = ((io.netty.contrib.channel.rdma.RdmaChannel) ctx.channel()).metric()
+                        .zeroCopyBuffers();
+                String port = port(ctx.channel().remoteAddress());
+                ctx.executor().schedule(() -> {
+                    java.util.zip.CRC32 crc = new java.util.zip.CRC32();
+                    crc.update(buf.nioBuffer());
+                    boolean overRing = zeroCopyBefore > 0;
+                    print("HELD " + port + " crc=" + String.format("%08x", crc.getValue()) + " zeroCopy=" + overRing);
+                    buf.release();
+                }, HOLD_MILLIS, TimeUnit.MILLISECONDS);
+                return;
+            }
             if (first) {
                 first = false;
+                if (buf.readableBytes() >= KEEP.length
+                        && ByteBufUtil.equals(buf, buf.readerIndex(), io.netty.buffer.Unpooled.wrappedBuffer(KEEP), 0,
+                        KEEP.length)) {
+                    keepNext = true;
+                }
                 if (buf.readableBytes() >= HOLD.length
                         && ByteBufUtil.equals(buf, buf.readerIndex(), io.netty.buffer.Unpooled.wrappedBuffer(HOLD), 0,
                         HOLD.length)) {
