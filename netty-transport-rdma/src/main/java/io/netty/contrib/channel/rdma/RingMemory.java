@@ -11,7 +11,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * memory may be freed on another (the last buffer over it released there), hence the atomic.
  */
 final class RingMemory {
-    /** The smallest ring worth offering: its ring writes (a quarter) beat slot-sized SENDs. */
+    /** The smallest ring worth offering: its slabs (several receive slots each) beat slot-sized SENDs. */
     static final int MIN_RING = 64 * 1024;
     private static final int PAGE = 4096;
 
