@@ -91,8 +91,9 @@ class RdmaMetricTest {
             assertThat(sent.coalescedSends()).isBetween(1L, 2L);
             assertThat(sent.sends() + sent.ringWrites()).isGreaterThanOrEqualTo(3);
             assertThat(got.ringsOffered()).isEqualTo(1);
+            // SENDs are copied; ring writes (100 000 bytes) are handed over without a copy, by default.
             assertThat(got.copies()).isPositive();
-            assertThat(got.zeroCopyBuffers()).isZero();
+            assertThat(got.zeroCopyBuffers()).isPositive();
             assertThat(sent.toString()).contains("bytesWritten=" + total);
 
             RdmaIoHandlerMetric loop = RdmaIoHandler.metric(client.eventLoop());

@@ -87,7 +87,10 @@ class RdmaWriteCoalescingTest {
         // Before the ring arrives the first frames go by SENDs of a receive slot each; from then on 4 frames with
         // their headers per ring write (fewer on a device with fewer SGEs than 8: not these).
         assertThat(r.ringWrites).isBetween(45L, 60L);
-        assertThat(r.coalescedWrites).isLessThan(10);
+        // A header whose frame has to wait (for credit, or for a slab the receiver has not returned yet: protocol 4
+        // returns slabs once they are invalidated, delivered and released) is copied to ride at the head of the
+        // frame's ring write when the writer resumes: at most every header once.
+        assertThat(r.coalescedWrites).isLessThanOrEqualTo(100);
     }
 
     /**

@@ -45,8 +45,7 @@ public class ProtocolBenchmark {
         headers = arena.allocate(256L * MessageHeader.LENGTH, 4096);
         privateData = arena.allocate(56, 8);
         header.wrap(headers, 0).write(MessageHeader.TYPE_DATA, 3, 65536);
-        parameters.wrap(privateData).writeHeader().ringAddress(0x7f00_1234_0000L).ringRkey(0x1234)
-                .ringSize(4 << 20).recvCredits(64).recvBufferSize(8192);
+        parameters.wrap(privateData).writeHeader().recvCredits(64).recvBufferSize(8192);
     }
 
     @TearDown
@@ -68,13 +67,13 @@ public class ProtocolBenchmark {
     @Benchmark
     public int messageHeaderDecode() {
         header.wrap(headers, 0).validate(MessageHeader.LENGTH + next());
-        return header.type() + header.recvCredits() + header.ringCredits();
+        return header.type() + header.recvCredits() + header.returnedSlabs();
     }
 
     @Benchmark
     public int immediateEncodeDecode() {
-        int immediate = Immediate.encode(next() + 1, (counter & 1) != 0, (counter & 2) != 0);
-        return Immediate.length(immediate) + (Immediate.wrap(immediate) ? 1 : 0)
+        int immediate = Immediate.encode(next() + 1, counter & 15, (counter & 1) != 0, (counter & 2) != 0);
+        return Immediate.length(immediate) + Immediate.slab(immediate) + (Immediate.seal(immediate) ? 1 : 0)
                 + (Immediate.generation(immediate) ? 2 : 0)
                 + (int) Immediate.alignedLength(Immediate.length(immediate));
     }
@@ -82,8 +81,7 @@ public class ProtocolBenchmark {
     @Benchmark
     public ConnectParameters connectParametersEncode() {
         int i = next();
-        return parameters.wrap(privateData).writeHeader().ringAddress(0x7f00_0000_0000L + i).ringRkey(i)
-                .ringSize(4 << 20).recvCredits(64).recvBufferSize(8192);
+        return parameters.wrap(privateData).writeHeader().recvCredits(64 + (i & 63)).recvBufferSize(8192);
     }
 
     @Benchmark
