@@ -31,13 +31,14 @@ import java.util.concurrent.TimeUnit;
  * ({@link Sender}) and the sends in flight ({@link SendQueue}). It dispatches completions between them and sends
  * the CREDIT and RING messages the receive side owes. Loop-thread confined.
  *
- * <p>Every message is copied into a buffer of the channel's allocator when it is delivered, and its receive slot
- * or ring space goes back at once: nothing the peer writes later can change what the application holds, and a
- * reader that keeps what it got never holds the peer's credit. With {@link RdmaChannelOption#RECEIVE_ZERO_COPY}
- * a ring write is handed over as a buffer over the ring itself while the buffers the reader holds cover at most
- * half of it; when held buffers pin half the ring, this side registers a new ring and retires the old one, freed
- * once its last buffer is released. Data the channel does not read yet (auto-read off) stays where it landed and
- * its credit is returned only when it is read: the peer then runs out of credit, which is the backpressure.
+ * <p>A SEND's payload is copied into a buffer of the channel's allocator when it is delivered, and its receive slot
+ * goes back at once. A ring write is delivered only once the window of its slab is invalidated (the peer left the
+ * slab; {@link #flushReceives()} posts the {@code LOCAL_INV}), as a buffer over the ring itself
+ * ({@link RdmaChannelOption#RECEIVE_ZERO_COPY}, the default) while the reader holds buffers over at most half of the
+ * ring's slabs, else as a copy; a slab released by the reader is bound again and returned to the peer. So nothing
+ * the peer writes later can change what the application holds, and a reader that keeps what it got never stops the
+ * peer. Data the channel does not read yet (auto-read off) stays where it landed and its credit is returned only
+ * when it is read: the peer then runs out of credit, which is the backpressure.
  */
 final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed, SendQueue.Invalidations {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaConnection.class);

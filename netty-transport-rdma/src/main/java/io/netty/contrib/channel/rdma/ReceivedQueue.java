@@ -66,8 +66,8 @@ final class ReceivedQueue {
     }
 
     /**
-     * Queues a message; a ring write names its ring and its sequence number there ({@code ring} null and
-     * {@code ringSeq} -1 otherwise).
+     * Queues a message; a ring write names its ring and the slab it landed in ({@code ringSeq}; {@code ring} null
+     * and {@code ringSeq} -1 otherwise).
      *
      * @throws IllegalStateException when full: more messages than credits granted, which the caller prevents
      */
