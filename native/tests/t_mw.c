@@ -311,6 +311,69 @@ TEST(mw_local_inv, 30) {
     env_close(&e);
 }
 
+/*
+ * The cycle of a netty-transport-rdma ring slab (docs/PROTOCOL.md §3), many times over one window and one range:
+ * bound, written, invalidated; once the LOCAL_INV completed, a write with that key (or any earlier one) fails and
+ * places nothing; bound again over the same range under the next key, which works. 300 rounds: the 8-bit key wraps.
+ */
+TEST(mw_slab_cycle, 60) {
+    struct env e;
+    env_open(&e, 1);
+    uint8_t *a = xalloc(SZ), *b = xalloc(SZ);
+    struct ibv_mr *amr = reg(e.pda, a, SZ, LW), *bmr = reg(e.pdb, b, SZ, LW | BIND);
+    struct ibv_mw *mw = CHECK_PTR(ibv_alloc_mw(e.pdb, IBV_MW_TYPE_2));
+    for (int round = 0; round < 300; round++) {
+        uint32_t k = bind_ok(&e.b[0], mw, bmr, b + WOFF, WLEN, RW);
+        fill_pattern(a, WLEN, round);
+        CHECK_EQ(rdma(&e.a[0], IBV_WR_RDMA_WRITE, a, amr, WLEN, (uintptr_t)b + WOFF, k, 1), IBV_WC_SUCCESS);
+        CHECK(check_pattern(b + WOFF, WLEN, round), "round %d: the write through the slab's window", round);
+        post_local_inv(e.b[0].qp, 2, k);
+        struct ibv_wc wc = wait_wc(e.b[0].scq, TMO);
+        check_wc_ok(&wc, 2, IBV_WC_LOCAL_INV, e.b[0].qp->qp_num, WC_ANY_LEN, 0, 0);
+    }
+    /* every key it ever had is dead while the window is invalid: the last one refused, nothing placed */
+    memset(b, 0x3c, SZ);
+    expect_access_err(rdma(&e.a[0], IBV_WR_RDMA_WRITE, a, amr, 64, (uintptr_t)b + WOFF, mw->rkey, 3),
+                      "write with the key of the invalidated slab");
+    check_bytes(b, SZ, 0x3c, "the held slab after the refused write");
+    CHECK_OK(ibv_dealloc_mw(mw));
+    env_close(&e);
+}
+
+/*
+ * A long write (many packets on a real wire) racing the responder's LOCAL_INV of its window: once the LOCAL_INV
+ * completed, the window's bytes never change again, whether the write completed before it or failed after it (a
+ * write that lands in part after the invalidation's completion would be a broken fence).
+ */
+TEST(mw_inv_races_write, 60) {
+    struct env e;
+    env_open(&e, 1);
+    const uint32_t len = 1u << 20;
+    uint8_t *a = xalloc(len), *b = xalloc(len), *snap = xalloc(len);
+    struct ibv_mr *amr = reg(e.pda, a, len, LW), *bmr = reg(e.pdb, b, len, LW | BIND);
+    struct ibv_mw *mw = CHECK_PTR(ibv_alloc_mw(e.pdb, IBV_MW_TYPE_2));
+    uint32_t k = bind_ok(&e.b[0], mw, bmr, b, len, RW);
+    memset(b, 0x5a, len);
+    fill_pattern(a, len, 9);
+    post_send(e.a[0].qp, 1, IBV_WR_RDMA_WRITE, a, len, amr->lkey, IBV_SEND_SIGNALED, 0, (uintptr_t)b, k);
+    post_local_inv(e.b[0].qp, 2, k);
+    struct ibv_wc wc = wait_wc(e.b[0].scq, TMO);
+    check_wc_ok(&wc, 2, IBV_WC_LOCAL_INV, e.b[0].qp->qp_num, WC_ANY_LEN, 0, 0);
+    memcpy(snap, b, len);
+    struct ibv_wc w = wait_wc(e.a[0].scq, TMO);
+    CHECK(w.wr_id == 1, "the write's completion");
+    CHECK(w.status == IBV_WC_SUCCESS || w.status == IBV_WC_REM_ACCESS_ERR, "the write: %s",
+          ibv_wc_status_str(w.status));
+    usleep(20000);
+    CHECK(memcmp(snap, b, len) == 0, "bytes changed after the invalidation completed (the write %s)",
+          ibv_wc_status_str(w.status));
+    LOG("the write %s against the invalidation", w.status == IBV_WC_SUCCESS ? "completed before" : "failed after");
+    if (w.status == IBV_WC_SUCCESS)
+        CHECK(check_pattern(b, len, 9), "a write that completed placed all of its bytes");
+    CHECK_OK(ibv_dealloc_mw(mw));
+    env_close(&e);
+}
+
 /* SEND_WITH_INV from the peer invalidates the window bound to the receiving QP; the receive CQE says so */
 TEST(mw_send_with_inv, 30) {
     struct env e;

@@ -260,11 +260,13 @@ final class OfferedRings {
     }
 
     /**
-     * Whether a write in {@code slab} of ring {@code r} may be handed over as a buffer over the ring: only in the
-     * current ring, under windows, and while the reader would hold buffers over at most half of its slabs.
+     * Whether a write in {@code slab} of ring {@code r} (current or retired: its slabs are invalidated alike) may be
+     * handed over as a buffer over the ring: under windows, and while the reader would hold buffers over at most
+     * half of its slabs. A retired ring held that way stays registered, and counted in the loop's ring memory, until
+     * its last buffer is released.
      */
     boolean mayHold(ReceiveRing r, int slab) {
-        return r == current && r.hasWindows() && (r.holds(slab) || 2 * (r.heldSlabs + 1) <= r.slabs.count());
+        return r.hasWindows() && (r.holds(slab) || 2 * (r.heldSlabs + 1) <= r.slabs.count());
     }
 
     /**
