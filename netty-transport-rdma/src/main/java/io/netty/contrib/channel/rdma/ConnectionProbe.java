@@ -88,7 +88,7 @@ final class ConnectionProbe {
             client.resolveRoute(TIMEOUT_MILLIS);
             expect(clientChannel, CmEventType.ROUTE_RESOLVED).ack();
             QueuePair clientQp = queuePair(opened, client);
-            ConnParam param = new ConnParam(null, 1, 1, s.retryCount(), s.rnrRetryCount(), 0);
+            ConnParam param = new ConnParam(null, 1, 1, s.retryCount(), s.rnrRetryCount(), 0, false);
             client.connect(param);
 
             CmEvent request = expect(serverChannel, CmEventType.CONNECT_REQUEST);
