@@ -69,6 +69,26 @@ class RdmaDiagnosticsTest {
     }
 
     @Test
+    void theConnectionSectionShowsTheServiceLevelAndPathMtuOfQueuePairsItDrivesItself() {
+        SoftwareRdma.use();
+        System.setProperty("io.netty.contrib.rdma.diagnose.serviceLevel", "3");
+        System.setProperty("io.netty.contrib.rdma.diagnose.pathMtu", "1024");
+        try {
+            String report = Rdma.diagnose(TestAddress.host());
+            assertThat(report).contains(", SL 3, path MTU cap 1024 (");
+            for (String end : new String[] {"client: ", "server: "}) {
+                assertThat(report).containsPattern(end + ".*, SL 3, path MTU 1024, ");
+            }
+            System.setProperty("io.netty.contrib.rdma.diagnose.pathMtu", "1000");
+            assertThat(Rdma.diagnose(TestAddress.host()))
+                    .contains("io.netty.contrib.rdma.diagnose.pathMtu: 1000 (expected: 256, 512, 1024, 2048 or 4096");
+        } finally {
+            System.clearProperty("io.netty.contrib.rdma.diagnose.serviceLevel");
+            System.clearProperty("io.netty.contrib.rdma.diagnose.pathMtu");
+        }
+    }
+
+    @Test
     void anAddressNoDeviceHasIsAProblemWithItsFix() {
         SoftwareRdma.use();
         // TEST-NET-3: on no interface of this host.
