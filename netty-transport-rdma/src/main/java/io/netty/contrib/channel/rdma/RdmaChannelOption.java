@@ -193,6 +193,7 @@ public final class RdmaChannelOption<T> extends ChannelOption<T> {
      * it, so a connection with this (or {@link #PATH_MTU}) set has its queue pair moved to RTR by the transport
      * ({@code rdma_init_qp_attr}, then {@code ibv_modify_qp} with the SL replaced, as rping's {@code -q} mode does).
      * Local: each side's value is the SL of what it sends, so a server sets it with childOption for its side.
+     * Kernel rxe keeps no SL (its {@code ibv_query_qp} reports 0); RoCE v2 packets carry none of their own.
      */
     public static final ChannelOption<Integer> SERVICE_LEVEL = valueOf(RdmaChannelOption.class, "SERVICE_LEVEL");
 
