@@ -364,7 +364,7 @@ class RdmaFabricOptionsTest {
      * vector's GRH (its {@code rxe_av_from_attr}), so it reports 0; an rxe device names its netdev in sysfs
      * ({@code parent}), which hardware devices do not.
      */
-    private static boolean keepsServiceLevel(String device) {
+    static boolean keepsServiceLevel(String device) {
         return !java.nio.file.Files.exists(java.nio.file.Path.of("/sys/class/infiniband", device, "parent"));
     }
 
