@@ -941,7 +941,7 @@ SR_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_pa
 		c->param.rnr_retry_count = 7;
 	}
 	c->local_qpn = c->id.qp ? c->id.qp->qp_num : conn_param->qp_num;
-	c->local_psn = random_psn();
+	/* local_psn: chosen when the REQ arrived */
 	/* as librdmacm's rdma_accept: the QP goes to RTR and RTS before the REP */
 	if (modify_qp(c, IBV_QPS_RTR) || modify_qp(c, IBV_QPS_RTS)) {
 		int e = errno;

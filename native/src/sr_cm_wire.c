@@ -193,6 +193,9 @@ static void on_msg(struct cm_id *c, struct cm_msg *m)
 			break;
 		c->remote_qpn = m->qpn;
 		c->remote_psn = m->psn & 0xffffff;
+		/* the passive side's PSN is fixed when the REQ arrives, as ib_cm's: a consumer that
+		 * drives its own QP moves it to RTS (rdma_init_qp_attr) before rdma_accept's REP */
+		c->local_psn = (uint32_t)sr_entropy64() & 0xffffff;
 		c->remote_resp_res = m->responder_resources;
 		c->remote_init_depth = m->initiator_depth;
 		c->remote_retry = m->retry_count;

@@ -482,3 +482,123 @@ TEST(cm_qp_settings, 30) {
     CHECK_EQ(a.qp_state, IBV_QPS_RTS);
     cm_teardown(&s);
 }
+
+/* a QP of the consumer's own (ibv_create_qp on the id's device), not rdma_cm's */
+static void own_ep(struct ep *e, struct rdma_cm_id *id, struct rdma_event_channel *ec) {
+    memset(e, 0, sizeof *e);
+    e->id = id;
+    e->ec = ec;
+    e->ctx = CHECK_PTR(id->verbs);
+    e->pd = CHECK_PTR(ibv_alloc_pd(e->ctx));
+    e->scq = CHECK_PTR(ibv_create_cq(e->ctx, 16, e, NULL, 0));
+    e->rcq = CHECK_PTR(ibv_create_cq(e->ctx, 16, e, NULL, 0));
+    struct ibv_qp_init_attr ia;
+    memset(&ia, 0, sizeof ia);
+    ia.send_cq = e->scq;
+    ia.recv_cq = e->rcq;
+    ia.qp_type = IBV_QPT_RC;
+    ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
+    ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+    e->qp = CHECK_PTR(ibv_create_qp(e->pd, &ia));
+    CHECK_EQ(qp_state(e->qp), IBV_QPS_RESET);
+}
+
+/* INIT, RTR (path MTU and SL replaced), RTS with rdma_cm's attributes, as rping -q does */
+static void own_qp_to_rts(struct rdma_cm_id *id, struct ibv_qp *qp, enum ibv_mtu mtu, uint8_t sl) {
+    enum ibv_qp_state states[] = {IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS};
+    for (int i = 0; i < 3; i++) {
+        struct ibv_qp_attr a;
+        int mask = 0;
+        memset(&a, 0, sizeof a);
+        a.qp_state = states[i];
+        CHECK_OK(rdma_init_qp_attr(id, &a, &mask));
+        CHECK(mask & IBV_QP_STATE, "rdma_init_qp_attr(%d) sets IBV_QP_STATE", states[i]);
+        if (states[i] == IBV_QPS_RTR) {
+            CHECK(mask & IBV_QP_PATH_MTU, "rdma_init_qp_attr(RTR) sets the path MTU");
+            CHECK(a.path_mtu >= mtu, "rdma_cm's path MTU %d is not below the cap %d", a.path_mtu, mtu);
+            a.path_mtu = mtu;
+            a.ah_attr.sl = sl;
+        }
+        CHECK_OK(ibv_modify_qp(qp, &a, mask));
+    }
+}
+
+/*
+ * rping's -q mode: both sides drive QPs of their own. The server moves its QP to RTS before rdma_accept (which
+ * announces its qp_num), the client gets CONNECT_RESPONSE instead of ESTABLISHED (its id has no QP), moves its QP
+ * to RTS and calls rdma_establish; rdma_cm then reports nothing more to the client and ESTABLISHED to the server.
+ * The capped path MTU and (where the device keeps it) the SL read back on both; a SEND each way arrives (the PSNs rdma_init_qp_attr gave
+ * both sides before the REP and after it agree).
+ */
+TEST(cm_own_qp, 30) {
+    struct cmsetup s;
+    memset(&s, 0, sizeof s);
+    s.lec = cm_channel();
+    s.cec = cm_channel();
+    s.port = cm_listen(s.lec, &s.listen);
+    s.cid = cm_resolve(s.cec, test_addr(), s.port);
+    own_ep(&s.a, s.cid, s.cec);
+    uint8_t req[8] = "request", rep[8] = "reply!!";
+    struct rdma_conn_param cp = conn_param(req, sizeof req);
+    cp.qp_num = s.a.qp->qp_num;
+    CHECK_OK(rdma_connect(s.cid, &cp));
+    struct rdma_cm_event *ev = cm_expect(s.lec, RDMA_CM_EVENT_CONNECT_REQUEST, TMO);
+    s.sid = ev->id;
+    CHECK_OK(rdma_ack_cm_event(ev));
+    own_ep(&s.b, s.sid, s.lec);
+    own_qp_to_rts(s.sid, s.b.qp, IBV_MTU_512, 3);
+    struct rdma_conn_param ap = conn_param(rep, sizeof rep);
+    ap.qp_num = s.b.qp->qp_num;
+    CHECK_OK(rdma_accept(s.sid, &ap));
+    ev = cm_expect(s.cec, RDMA_CM_EVENT_CONNECT_RESPONSE, TMO);
+    check_pdata(ev, rep, sizeof rep, "CONNECT_RESPONSE");
+    CHECK_OK(rdma_ack_cm_event(ev));
+    own_qp_to_rts(s.cid, s.a.qp, IBV_MTU_512, 3);
+    CHECK_OK(rdma_establish(s.cid));
+    CHECK_OK(rdma_ack_cm_event(cm_expect(s.lec, RDMA_CM_EVENT_ESTABLISHED, TMO)));
+    CHECK(cm_next(s.cec, 100) == NULL, "no event follows rdma_establish on the client");
+
+    struct ibv_qp_attr qa[2];
+    for (int i = 0; i < 2; i++) {
+        struct ibv_qp_init_attr init;
+        CHECK_OK(ibv_query_qp(i ? s.b.qp : s.a.qp, &qa[i], IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+                              IBV_QP_DEST_QPN, &init));
+        CHECK_EQ(qa[i].qp_state, IBV_QPS_RTS);
+        CHECK_EQ(qa[i].path_mtu, IBV_MTU_512);
+        /* kernel rxe keeps only the address vector's GRH (rxe_av_from_attr): its ibv_query_qp reports SL 0 */
+        if (sr_object_count) CHECK_EQ(qa[i].ah_attr.sl, 3);
+    }
+    CHECK_EQ(qa[0].dest_qp_num, s.b.qp->qp_num);
+    CHECK_EQ(qa[1].dest_qp_num, s.a.qp->qp_num);
+
+    uint8_t *a = xalloc(8192), *b = xalloc(8192);
+    struct ibv_mr *amr = reg(s.a.pd, a, 8192, LW), *bmr = reg(s.b.pd, b, 8192, LW);
+    fill_pattern(a, 4096, 7);
+    fill_pattern(b + 4096, 3000, 8);
+    post_recv(s.b.qp, 1, b, 4096, bmr->lkey);
+    post_recv(s.a.qp, 2, a + 4096, 4096, amr->lkey);
+    post_send(s.a.qp, 3, IBV_WR_SEND, a, 4096, amr->lkey, IBV_SEND_SIGNALED, 0, 0, 0);
+    struct ibv_wc wc = wait_wc(s.b.rcq, TMO);
+    check_wc_ok(&wc, 1, IBV_WC_RECV, s.b.qp->qp_num, 4096, 0, 0);
+    CHECK(check_pattern(b, 4096, 7), "4 KiB across a 512 B MTU intact");
+    post_send(s.b.qp, 4, IBV_WR_SEND, b + 4096, 3000, bmr->lkey, IBV_SEND_SIGNALED, 0, 0, 0);
+    wc = wait_wc(s.a.rcq, TMO);
+    check_wc_ok(&wc, 2, IBV_WC_RECV, s.a.qp->qp_num, 3000, 0, 0);
+    CHECK(check_pattern(a + 4096, 3000, 8), "the answer intact");
+    wc = wait_wc(s.a.scq, TMO);
+    check_wc_ok(&wc, 3, IBV_WC_SEND, s.a.qp->qp_num, WC_ANY_LEN, 0, 0);
+    wc = wait_wc(s.b.scq, TMO);
+    check_wc_ok(&wc, 4, IBV_WC_SEND, s.b.qp->qp_num, WC_ANY_LEN, 0, 0);
+
+    /* rdma_cm does not move a QP it does not own: the consumer does, as librdmacm's rdma_disconnect would */
+    struct ibv_qp_attr err = { .qp_state = IBV_QPS_ERR };
+    CHECK_OK(ibv_modify_qp(s.a.qp, &err, IBV_QP_STATE));
+    CHECK_OK(rdma_disconnect(s.cid));
+    CHECK_OK(rdma_ack_cm_event(cm_expect(s.lec, RDMA_CM_EVENT_DISCONNECTED, TMO)));
+    CHECK_EQ(qp_state(s.b.qp), IBV_QPS_RTS);
+    CHECK_OK(ibv_destroy_qp(s.a.qp));
+    CHECK_OK(ibv_destroy_qp(s.b.qp));
+    s.a.id = s.b.id = NULL;
+    s.a.qp = s.b.qp = NULL;
+    cm_teardown(&s);
+}

@@ -6,7 +6,9 @@ import io.netty.contrib.channel.rdma.internal.verbs.CmEventType;
 import io.netty.contrib.channel.rdma.internal.verbs.CmId;
 import io.netty.contrib.channel.rdma.internal.verbs.CompletionQueue;
 import io.netty.contrib.channel.rdma.internal.verbs.ConnParam;
+import io.netty.contrib.channel.rdma.internal.verbs.IbvQpState;
 import io.netty.contrib.channel.rdma.internal.verbs.ProtectionDomain;
+import io.netty.contrib.channel.rdma.internal.verbs.QpAttributes;
 import io.netty.contrib.channel.rdma.internal.verbs.QpInitAttributes;
 import io.netty.contrib.channel.rdma.internal.verbs.QueuePair;
 import io.netty.contrib.channel.rdma.internal.verbs.VerbsContext;
@@ -29,15 +31,34 @@ final class ConnectionProbe {
     /**
      * What the probe asks for, as the channel options do (-1: rdma_cm's choice), from system properties
      * {@code io.netty.contrib.rdma.diagnose.trafficClass}, {@code .ackTimeout}, {@code .retryCount},
-     * {@code .rnrRetryCount}, {@code .minRnrTimer}; the transport's defaults otherwise.
+     * {@code .rnrRetryCount}, {@code .minRnrTimer}, {@code .serviceLevel}, {@code .pathMtu} (bytes, 0 for none);
+     * the transport's defaults otherwise. With a service level or an MTU cap both queue pairs are the probe's own,
+     * moved to RTS as the transport moves its own ({@link FabricOptions#driveToRts}).
      */
-    record Settings(int trafficClass, int ackTimeout, int retryCount, int rnrRetryCount, int minRnrTimer) {
+    record Settings(int trafficClass, int ackTimeout, int retryCount, int rnrRetryCount, int minRnrTimer,
+                    int serviceLevel, int pathMtu) {
         static Settings fromSystemProperties() {
+            int pathMtu = property("pathMtu", RdmaChannelConfig.DEFAULT_PATH_MTU, 0, 4096);
+            if (pathMtu != 0 && QpAttributes.mtuEnum(pathMtu) == 0) {
+                throw new IllegalArgumentException("io.netty.contrib.rdma.diagnose.pathMtu: " + pathMtu
+                        + " (expected: 256, 512, 1024, 2048 or 4096, or 0 for the path's MTU)");
+            }
             return new Settings(property("trafficClass", 0, 0, 255),
                     property("ackTimeout", RdmaChannelConfig.DEFAULT_ACK_TIMEOUT, -1, 31),
                     property("retryCount", RdmaChannelConfig.DEFAULT_RETRY_COUNT, 0, 7),
                     property("rnrRetryCount", RdmaChannelConfig.DEFAULT_RNR_RETRY_COUNT, 0, 7),
-                    property("minRnrTimer", RdmaChannelConfig.DEFAULT_MIN_RNR_TIMER, -1, 31));
+                    property("minRnrTimer", RdmaChannelConfig.DEFAULT_MIN_RNR_TIMER, -1, 31),
+                    property("serviceLevel", RdmaChannelConfig.DEFAULT_SERVICE_LEVEL, -1, 15), pathMtu);
+        }
+
+        /** As {@link RdmaChannelConfig#drivesQueuePair()}. */
+        boolean ownQueuePairs() {
+            return serviceLevel >= 0 || pathMtu != 0;
+        }
+
+        /** The MTU cap as {@code enum ibv_mtu}, 5 (4096) without one. */
+        int mtuCap() {
+            return pathMtu == 0 ? 5 : QpAttributes.mtuEnum(pathMtu);
         }
 
         private static int property(String name, int dflt, int min, int max) {
@@ -87,22 +108,34 @@ final class ConnectionProbe {
             expect(clientChannel, CmEventType.ADDR_RESOLVED).ack();
             client.resolveRoute(TIMEOUT_MILLIS);
             expect(clientChannel, CmEventType.ROUTE_RESOLVED).ack();
-            QueuePair clientQp = queuePair(opened, client);
-            ConnParam param = new ConnParam(null, 1, 1, s.retryCount(), s.rnrRetryCount(), 0);
-            client.connect(param);
+            boolean own = s.ownQueuePairs();
+            QueuePair clientQp = queuePair(opened, client, own);
+            ConnParam param = new ConnParam(null, 1, 1, s.retryCount(), s.rnrRetryCount(), 0, false);
+            client.connect(own ? param.withQp(clientQp.qpNum(), false) : param);
 
             CmEvent request = expect(serverChannel, CmEventType.CONNECT_REQUEST);
             CmId incoming = open(opened, request.id());
             request.ack();
-            QueuePair serverQp = queuePair(opened, incoming);
+            QueuePair serverQp = queuePair(opened, incoming, own);
             if (s.ackTimeout() >= 0) {
                 incoming.setAckTimeout(s.ackTimeout());
             }
-            incoming.accept(param);
+            // one MTU on both ends (IBA C9-92): the server's, which the client then takes
+            int mtu = Math.min(incoming.rtrPathMtu(), s.mtuCap());
+            if (own) {
+                toRts(incoming, serverQp, mtu, s.serviceLevel());
+            }
+            incoming.accept(own ? param.withQp(serverQp.qpNum(), false) : param);
             if (s.minRnrTimer() >= 0) {
                 serverQp.modifyMinRnrTimer(s.minRnrTimer());
             }
-            expect(clientChannel, CmEventType.ESTABLISHED).ack();
+            if (own) {
+                expect(clientChannel, CmEventType.CONNECT_RESPONSE).ack();
+                toRts(client, clientQp, mtu, s.serviceLevel());
+                client.establish();
+            } else {
+                expect(clientChannel, CmEventType.ESTABLISHED).ack();
+            }
             if (s.minRnrTimer() >= 0) {
                 clientQp.modifyMinRnrTimer(s.minRnrTimer());
             }
@@ -122,11 +155,19 @@ final class ConnectionProbe {
         }
     }
 
-    private static QueuePair queuePair(Deque<AutoCloseable> opened, CmId id) {
+    /** {@code own}: with {@code ibv_create_qp}, for {@link #toRts}; else rdma_cm's. */
+    private static QueuePair queuePair(Deque<AutoCloseable> opened, CmId id, boolean own) {
         VerbsContext context = id.verbs();
         ProtectionDomain pd = open(opened, context.allocPd());
         CompletionQueue cq = open(opened, context.createCq(4, null, 0));
-        return open(opened, id.createQp(pd, new QpInitAttributes(cq, cq, null, 2, 2, 1, 1, 0, false)));
+        QpInitAttributes init = new QpInitAttributes(cq, cq, null, 2, 2, 1, 1, 0, false);
+        return open(opened, own ? pd.createQp(init) : id.createQp(pd, init));
+    }
+
+    private static void toRts(CmId id, QueuePair qp, int pathMtu, int serviceLevel) {
+        for (int state : new int[] {IbvQpState.INIT, IbvQpState.RTR, IbvQpState.RTS}) {
+            qp.modifyFromCm(id, state, 1, pathMtu, serviceLevel);
+        }
     }
 
     private static <T extends AutoCloseable> T open(Deque<AutoCloseable> opened, T object) {

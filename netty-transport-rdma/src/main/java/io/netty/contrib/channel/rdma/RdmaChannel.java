@@ -21,8 +21,11 @@ import io.netty.contrib.channel.rdma.internal.protocol.RejectReason;
 import io.netty.contrib.channel.rdma.internal.verbs.CmEvent;
 import io.netty.contrib.channel.rdma.internal.verbs.CmEventType;
 import io.netty.contrib.channel.rdma.internal.verbs.CmId;
+import io.netty.contrib.channel.rdma.internal.verbs.ConnParam;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvEventType;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvWcStatus;
+import io.netty.contrib.channel.rdma.internal.verbs.QpAttributes;
+import io.netty.contrib.channel.rdma.internal.verbs.QueuePair;
 import io.netty.contrib.channel.rdma.internal.verbs.VerbsException;
 import io.netty.contrib.channel.rdma.internal.verbs.WorkCompletions;
 import io.netty.util.concurrent.Future;
@@ -356,24 +359,43 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
         RdmaIoHandler handler = registration.handler();
         cmId.migrate(handler.cmChannel());
         cmId.attach(unsafe());
+        boolean own = FabricOptions.ownQueuePair(config, acceptedPeer);
+        int pathMtu = 0;
         try {
-            connection = new RdmaConnection(registration, eventLoop(), cmId, RdmaDevices.of(cmId.verbs()), config);
+            if (own) {
+                pathMtu = FabricOptions.acceptPathMtu(cmId, config, acceptedPeer);
+            }
+            connection = new RdmaConnection(registration, eventLoop(), cmId, RdmaDevices.of(cmId.verbs()), config,
+                    own);
             counters = connection.counters;
             connection.start(acceptedPeer);
-        } catch (RuntimeException e) {
+            FabricOptions.beforeAccept(cmId, config);
+            if (own) {
+                FabricOptions.driveToRts(cmId, connection.qp, pathMtu, config);
+            }
+        } catch (RuntimeException | ConnectException e) {
             reject(cmId, e instanceof ProtocolException p ? p.rejectReason() : RejectReason.REASON_NO_RESOURCES);
             RdmaEvents.rejected(local, remote, e.toString());
-            throw e;
+            throw e instanceof RuntimeException r ? r : new IllegalStateException(e.getMessage(), e);
         }
-        FabricOptions.beforeAccept(cmId, config);
-        cmId.accept(FabricOptions.connParam(connectParameters(), config));
+        cmId.accept(connParam(pathMtu));
         FabricOptions.atRts(connection.qp, config);
     }
 
-    private byte[] connectParameters() {
+    /**
+     * {@code rdma_connect}'s or {@code rdma_accept}'s parameters: with a queue pair of the transport's own, its
+     * number and SRQ, and in the connect parameters its path MTU (a client's cap, a server's own MTU).
+     */
+    private ConnParam connParam(int pathMtu) {
         byte[] params = new byte[ConnectParameters.LENGTH];
-        connection.writeConnectParameters(MemorySegment.ofArray(params));
-        return params;
+        MemorySegment segment = MemorySegment.ofArray(params);
+        connection.writeConnectParameters(segment);
+        QueuePair qp = connection.qp;
+        if (qp.cmDriven()) {
+            return FabricOptions.connParam(params, config);
+        }
+        new ConnectParameters().wrap(segment).queuePair(true, pathMtu);
+        return FabricOptions.connParam(params, config).withQp(qp.qpNum(), qp.usesSrq());
     }
 
     @Override
@@ -444,11 +466,15 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
         RdmaConnection c = connection;
         connection = null;
         try {
+            if (c != null && !c.qp.cmDriven()) {
+                // librdmacm's rdma_disconnect moves only the queue pairs it drives to ERR first
+                c.qp.modifyToError();
+            }
             if (id != null && established && !peerGone) {
                 id.disconnect();
             }
         } catch (RuntimeException e) {
-            logger.debug("rdma_disconnect failed", e);
+            logger.debug("rdma_disconnect (or the queue pair's move to ERR) failed", e);
         } finally {
             if (c != null) {
                 try {
@@ -548,6 +574,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
                     cmId.resolveRoute(config.getResolveTimeoutMillis());
                 }
                 case CmEventType.ROUTE_RESOLVED -> connectQueuePair();
+                case CmEventType.CONNECT_RESPONSE -> connectResponse(event);
                 case CmEventType.ESTABLISHED -> established(event);
                 case CmEventType.REJECTED -> failRdmaConnect(rejected(event),
                         event.status() != RejectReason.CM_REJ_CONSUMER_DEFINED);
@@ -581,9 +608,40 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
     }
 
     private void connectQueuePair() {
-        connection = new RdmaConnection(registration, eventLoop(), cmId, RdmaDevices.of(cmId.verbs()), config);
+        boolean own = config.drivesQueuePair();
+        connection = new RdmaConnection(registration, eventLoop(), cmId, RdmaDevices.of(cmId.verbs()), config, own);
         counters = connection.counters;
-        cmId.connect(FabricOptions.connParam(connectParameters(), config));
+        cmId.connect(connParam(own ? QpAttributes.mtuEnum(config.getPathMtu()) : 0));
+    }
+
+    /**
+     * A client whose queue pair is its own got the server's accept: moves the queue pair to RTS at the server's
+     * path MTU and completes the handshake with {@code rdma_establish}, after which rdma_cm reports nothing more;
+     * then it goes on as at ESTABLISHED.
+     */
+    private void connectResponse(CmEvent event) throws ConnectException {
+        if (state != State.CONNECTING || acceptedPeer != null || connection == null || connection.qp.cmDriven()) {
+            logger.debug("{}: ignoring rdma_cm event CONNECT_RESPONSE", this);
+            return;
+        }
+        ConnectParameters server;
+        try {
+            server = ConnectParameters.parse(event.privateData());
+        } catch (ProtocolException e) {
+            failConnect(new ConnectException("connection to " + requestedRemoteAddress + " failed: "
+                    + e.getMessage()));
+            return;
+        }
+        FabricOptions.driveToRts(cmId, connection.qp, FabricOptions.connectPathMtu(cmId, config, server), config);
+        try {
+            cmId.establish();
+        } catch (RuntimeException e) {
+            ConnectException c = new ConnectException("connection to " + requestedRemoteAddress + " failed: "
+                    + e.getMessage());
+            c.initCause(e);
+            throw c;
+        }
+        established(event);
     }
 
     private void established(CmEvent event) {
@@ -595,18 +653,19 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             state = State.ESTABLISHED;
             FabricOptions.atRts(connection.qp, config);
             connectionSettings = FabricOptions.established(cmId, connection.qp);
-            try {
-                FabricOptions.checkGidType(cmId, connectionSettings, config);
-            } catch (ConnectException e) {
-                failConnect(e);
-                return;
-            }
             ConnectParameters peer;
             try {
                 peer = ConnectParameters.parse(event.privateData());
             } catch (ProtocolException e) {
                 failConnect(new ConnectException("connection to " + requestedRemoteAddress + " failed: "
                         + e.getMessage()));
+                return;
+            }
+            try {
+                FabricOptions.checkGidType(cmId, connectionSettings, config);
+                FabricOptions.checkPathMtu(cmId, connectionSettings, peer);
+            } catch (ConnectException e) {
+                failConnect(e);
                 return;
             }
             connection.start(peer);

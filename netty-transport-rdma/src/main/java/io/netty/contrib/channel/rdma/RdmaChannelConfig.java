@@ -1,6 +1,7 @@
 package io.netty.contrib.channel.rdma;
 
 import io.netty.contrib.channel.rdma.internal.protocol.ConnectParameters;
+import io.netty.contrib.channel.rdma.internal.verbs.QpAttributes;
 import io.netty.buffer.ByteBufAllocator;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.DefaultChannelConfig;
@@ -52,6 +53,10 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
     static final int DEFAULT_RNR_RETRY_COUNT = 7;
     /** rdma_cm's own choice. */
     static final int DEFAULT_MIN_RNR_TIMER = -1;
+    /** rdma_cm's own choice. */
+    static final int DEFAULT_SERVICE_LEVEL = -1;
+    /** No cap: the path's MTU. */
+    static final int DEFAULT_PATH_MTU = 0;
     /** The GID types {@link RdmaChannelOption#GID_TYPE} takes, as {@code GidEntry.typeName} spells them. */
     static final java.util.List<String> GID_TYPES = java.util.List.of("IB", "RoCE v1", "RoCE v2");
 
@@ -77,6 +82,8 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
     private volatile int retryCount = DEFAULT_RETRY_COUNT;
     private volatile int rnrRetryCount = DEFAULT_RNR_RETRY_COUNT;
     private volatile int minRnrTimer = DEFAULT_MIN_RNR_TIMER;
+    private volatile int serviceLevel = DEFAULT_SERVICE_LEVEL;
+    private volatile int pathMtu = DEFAULT_PATH_MTU;
     private volatile String device = "";
     private volatile String gidType = "";
     private volatile int sendBufferSize = 128 * 1024;
@@ -100,7 +107,8 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
                 RdmaChannelOption.MAX_INLINE_DATA, RdmaChannelOption.WRITE_COALESCE_THRESHOLD,
                 RdmaChannelOption.RESOLVE_TIMEOUT_MILLIS, RdmaChannelOption.ESTABLISH_TIMEOUT_MILLIS,
                 RdmaChannelOption.ACK_TIMEOUT, RdmaChannelOption.RETRY_COUNT, RdmaChannelOption.RNR_RETRY_COUNT,
-                RdmaChannelOption.MIN_RNR_TIMER, RdmaChannelOption.DEVICE, RdmaChannelOption.GID_TYPE);
+                RdmaChannelOption.MIN_RNR_TIMER, RdmaChannelOption.DEVICE, RdmaChannelOption.GID_TYPE,
+                RdmaChannelOption.SERVICE_LEVEL, RdmaChannelOption.PATH_MTU);
     }
 
     @SuppressWarnings("unchecked")
@@ -193,6 +201,12 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
         if (option == RdmaChannelOption.GID_TYPE) {
             return (T) getGidType();
         }
+        if (option == RdmaChannelOption.SERVICE_LEVEL) {
+            return (T) Integer.valueOf(getServiceLevel());
+        }
+        if (option == RdmaChannelOption.PATH_MTU) {
+            return (T) Integer.valueOf(getPathMtu());
+        }
         return null;
     }
 
@@ -209,6 +223,10 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
             setDevice((String) value);
         } else if (option == RdmaChannelOption.GID_TYPE) {
             setGidType((String) value);
+        } else if (option == RdmaChannelOption.SERVICE_LEVEL) {
+            setServiceLevel((Integer) value);
+        } else if (option == RdmaChannelOption.PATH_MTU) {
+            setPathMtu((Integer) value);
         } else {
             return false;
         }
@@ -312,6 +330,35 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
         this.minRnrTimer = checkCodeOrDefault(minRnrTimer, 31, "minRnrTimer",
                 "0-31 (the IBA RNR timer code: 1 = 0.01 ms ... 31 = 491.52 ms, 0 = 655.36 ms)");
         return this;
+    }
+
+    public int getServiceLevel() {
+        return serviceLevel;
+    }
+
+    /** @see RdmaChannelOption#SERVICE_LEVEL */
+    public RdmaChannelConfig setServiceLevel(int serviceLevel) {
+        this.serviceLevel = checkCodeOrDefault(serviceLevel, 15, "serviceLevel", "0-15 (the address vector's SL)");
+        return this;
+    }
+
+    public int getPathMtu() {
+        return pathMtu;
+    }
+
+    /** @see RdmaChannelOption#PATH_MTU */
+    public RdmaChannelConfig setPathMtu(int pathMtu) {
+        if (pathMtu != 0 && QpAttributes.mtuEnum(pathMtu) == 0) {
+            throw new IllegalArgumentException("pathMtu: " + pathMtu + " (expected: 256, 512, 1024, 2048 or 4096"
+                    + " bytes, or 0 for the path's MTU)");
+        }
+        this.pathMtu = pathMtu;
+        return this;
+    }
+
+    /** Whether the transport moves the queue pair to RTR itself: rdma_cm cannot set an SL or cap the MTU. */
+    boolean drivesQueuePair() {
+        return serviceLevel >= 0 || pathMtu != 0;
     }
 
     public String getDevice() {

@@ -190,6 +190,33 @@ public final class RdmaChannelOption<T> extends ChannelOption<T> {
     public static final ChannelOption<Integer> MIN_RNR_TIMER = valueOf(RdmaChannelOption.class, "MIN_RNR_TIMER");
 
     /**
+     * The service level of the connection's queue pair (the address vector's {@code ah_attr.sl}), 0-15: on
+     * InfiniBand it selects the virtual lane through the switches' SL-to-VL tables (the QoS class); on RoCE the
+     * driver maps it to the frame's 802.1p priority on a VLAN netdev (hardware takes the low three bits) where
+     * rdma_cm would derive it from the traffic class. -1, the default, keeps rdma_cm's (the path record's on
+     * InfiniBand, the priority of {@link io.netty.channel.ChannelOption#IP_TOS} on RoCE). rdma_cm has no option for
+     * it, so a connection with this (or {@link #PATH_MTU}) set has its queue pair moved to RTR by the transport
+     * ({@code rdma_init_qp_attr}, then {@code ibv_modify_qp} with the SL replaced, as rping's {@code -q} mode does).
+     * Local: each side's value is the SL of what it sends, so a server sets it with childOption for its side.
+     * Kernel rxe keeps no SL (its {@code ibv_query_qp} reports 0); RoCE v2 packets carry none of their own.
+     */
+    public static final ChannelOption<Integer> SERVICE_LEVEL = valueOf(RdmaChannelOption.class, "SERVICE_LEVEL");
+
+    /**
+     * A cap on the connection's path MTU (the queue pair's {@code path_mtu}), in bytes: 256, 512, 1024, 2048 or
+     * 4096; 0, the default, runs at the path's MTU (rdma_cm's: on RoCE the smaller of the netdev's and the port's
+     * active MTU). The largest payload of one packet: messages are split into packets of this size, so a smaller
+     * MTU costs headers and per-packet work, and is what a path whose hops carry less needs. A cap above the path's
+     * MTU changes nothing. Both queue pairs of a connection must use one MTU (IBA C9-92: the responder refuses a
+     * first or middle packet of another size), so it is negotiated: the connect parameters carry the client's cap,
+     * the server's queue pair takes the smaller of both caps and the path's, and the client's takes the server's.
+     * Setting it has the transport move the queue pair to RTR itself (see {@link #SERVICE_LEVEL}); a server's
+     * childOption cap refuses clients whose queue pair rdma_cm drives at a larger MTU (they do not set this option
+     * or {@link #SERVICE_LEVEL}), naming the remedy.
+     */
+    public static final ChannelOption<Integer> PATH_MTU = valueOf(RdmaChannelOption.class, "PATH_MTU");
+
+    /**
      * The RDMA device a client's connection must use, by its verbs name ({@code rxe0}, {@code mlx5_0}); empty,
      * the default, takes the device rdma_cm picks by route (the one holding the source address). rdma_cm alone
      * chooses by address, so this pins by checking: a connection whose route resolves to another device fails at

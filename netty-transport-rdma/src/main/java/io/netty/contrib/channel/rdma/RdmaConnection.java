@@ -99,8 +99,9 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed, SendQueue.
     final ConnectionCounters counters = new ConnectionCounters();
     private boolean released;
 
+    /** {@code ownQueuePair}: created with {@code ibv_create_qp}, for the channel to move to RTS itself. */
     RdmaConnection(RdmaIoHandler.Registration registration, EventLoop loop, CmId id, RdmaDevices.Device device,
-                   RdmaChannelConfig config) {
+                   RdmaChannelConfig config, boolean ownQueuePair) {
         this.handler = registration.handler();
         this.loop = loop;
         this.alloc = device.allocator();
@@ -123,8 +124,9 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed, SendQueue.
         SendQueue sq = null;
         try {
             headers = alloc.directBuffer(SendQueue.headerBytes(sqDepth), SendQueue.headerBytes(sqDepth));
-            q = id.createQp(pd, new QpInitAttributes(group.cq, group.cq, group.srq, sqDepth, 0, maxGather, 0,
-                    config.getMaxInlineData(), false));
+            QpInitAttributes init = new QpInitAttributes(group.cq, group.cq, group.srq, sqDepth, 0, maxGather, 0,
+                    config.getMaxInlineData(), false);
+            q = ownQueuePair ? pd.createQp(init) : id.createQp(pd, init);
             sq = new SendQueue(registration.id(), q, group, sqDepth, alloc, headers, handler.sendWorkRequests(),
                     handler.batchFlags(), maxGather);
             handler.bindQueuePair(q, group, registration);

@@ -19,9 +19,10 @@ import io.netty.contrib.channel.rdma.internal.verbs.VerbsContext;
  *                      {@code ibv_query_gid_ex})
  * @param trafficClass  the GRH traffic class: on RoCE v2 the IP header's TOS byte ({@link #dscp()} is its upper
  *                      six bits)
- * @param serviceLevel  the address vector's service level (on RoCE the priority rdma_cm derived from the traffic
- *                      class: the 802.1p PCP on a VLAN netdev, 0 otherwise)
- * @param pathMtu       bytes
+ * @param serviceLevel  the address vector's service level: {@link RdmaChannelOption#SERVICE_LEVEL}, else on RoCE
+ *                      the priority rdma_cm derived from the traffic class (the 802.1p PCP on a VLAN netdev, 0
+ *                      otherwise); kernel rxe keeps none and reports 0
+ * @param pathMtu       bytes: the path's, or {@link RdmaChannelOption#PATH_MTU}'s cap when it is lower
  * @param ackTimeout    the local ACK timeout code ({@link #ackTimeoutMicros()})
  * @param retryCount    transport retries after an ACK timeout
  * @param rnrRetryCount retries after an RNR NAK, 7 = infinite

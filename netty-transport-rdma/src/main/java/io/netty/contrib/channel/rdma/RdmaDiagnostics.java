@@ -492,9 +492,10 @@ final class RdmaDiagnostics {
         }
         line("  asked: traffic class " + asked.trafficClass() + ", ACK timeout " + code(asked.ackTimeout())
                 + ", retry count " + asked.retryCount() + ", RNR retry count " + asked.rnrRetryCount()
-                + ", min RNR timer " + code(asked.minRnrTimer())
+                + ", min RNR timer " + code(asked.minRnrTimer()) + ", SL " + code(asked.serviceLevel())
+                + ", path MTU cap " + (asked.pathMtu() == 0 ? "none" : asked.pathMtu())
                 + " (-Dio.netty.contrib.rdma.diagnose.trafficClass, .ackTimeout, .retryCount, .rnrRetryCount,"
-                + " .minRnrTimer)");
+                + " .minRnrTimer, .serviceLevel, .pathMtu)");
         ConnectionProbe.Result r;
         try {
             r = ConnectionProbe.connect(target, asked);

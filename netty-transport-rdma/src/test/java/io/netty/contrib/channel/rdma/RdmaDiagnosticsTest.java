@@ -69,6 +69,30 @@ class RdmaDiagnosticsTest {
     }
 
     @Test
+    void theConnectionSectionShowsTheServiceLevelAndPathMtuOfQueuePairsItDrivesItself() {
+        SoftwareRdma.use();
+        System.setProperty("io.netty.contrib.rdma.diagnose.serviceLevel", "3");
+        // below rdma_cm's MTU also on kernel rxe (1024 on the guest's 1500-byte netdev)
+        System.setProperty("io.netty.contrib.rdma.diagnose.pathMtu", "512");
+        try {
+            String report = Rdma.diagnose(TestAddress.host());
+            assertThat(report).contains(", SL 3, path MTU cap 512 (");
+            java.util.regex.Matcher device = java.util.regex.Pattern.compile("client: (\\S+) port").matcher(report);
+            assertThat(device.find()).as(report).isTrue();
+            int sl = RdmaFabricOptionsTest.keepsServiceLevel(device.group(1)) ? 3 : 0;
+            for (String end : new String[] {"client: ", "server: "}) {
+                assertThat(report).containsPattern(end + ".*, SL " + sl + ", path MTU 512, ");
+            }
+            System.setProperty("io.netty.contrib.rdma.diagnose.pathMtu", "1000");
+            assertThat(Rdma.diagnose(TestAddress.host()))
+                    .contains("io.netty.contrib.rdma.diagnose.pathMtu: 1000 (expected: 256, 512, 1024, 2048 or 4096");
+        } finally {
+            System.clearProperty("io.netty.contrib.rdma.diagnose.serviceLevel");
+            System.clearProperty("io.netty.contrib.rdma.diagnose.pathMtu");
+        }
+    }
+
+    @Test
     void anAddressNoDeviceHasIsAProblemWithItsFix() {
         SoftwareRdma.use();
         // TEST-NET-3: on no interface of this host.

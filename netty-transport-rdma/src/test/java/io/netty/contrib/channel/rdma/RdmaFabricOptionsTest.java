@@ -29,6 +29,7 @@ import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * The fabric's options reach the queue pairs: a client and a server each set their own, and what
@@ -185,6 +186,188 @@ class RdmaFabricOptionsTest {
         }
     }
 
+    @Test
+    void serviceLevelAndPathMtuCapOnBothQueuePairsWithBigMessagesIntact(@TempDir Path dir) throws Exception {
+        // below what rdma_cm chooses (kernel rxe: the netdev's MTU), so the cap shows
+        int path = connect(new Bootstrap())[0].pathMtu();
+        int cap = Math.min(1024, path / 2);
+        BlockingQueue<RdmaChannel> accepted = new ArrayBlockingQueue<>(1);
+        Path file = dir.resolve("sl.jfr");
+        RdmaConnectionSettings client;
+        RdmaConnectionSettings server;
+        try (Recording recording = new Recording()) {
+            recording.enable("io.netty.contrib.rdma.Connect");
+            recording.enable("io.netty.contrib.rdma.Accept");
+            recording.start();
+            // the server sets only its SL: its queue pair follows the client's cap, negotiated in the parameters
+            Channel listener = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
+                    .childOption(RdmaChannelOption.SERVICE_LEVEL, 3)
+                    .childOption(RdmaChannelOption.MIN_RNR_TIMER, 12)
+                    .childHandler(new Echo(accepted))
+                    .bind(TestAddress.get(), 0).sync().channel();
+            BlockingQueue<ByteBuf> replies = new ArrayBlockingQueue<>(64);
+            Channel ch = new Bootstrap().group(group).channel(RdmaChannel.class)
+                    .option(RdmaChannelOption.SERVICE_LEVEL, 3)
+                    .option(RdmaChannelOption.PATH_MTU, cap)
+                    .option(RdmaChannelOption.ACK_TIMEOUT, 18)
+                    .option(RdmaChannelOption.MIN_RNR_TIMER, 20)
+                    .handler(new Keep(replies))
+                    .connect(listener.localAddress()).sync().channel();
+            RdmaChannel child = accepted.poll(10, TimeUnit.SECONDS);
+            assertThat(child).isNotNull();
+            client = ((RdmaChannel) ch).connectionSettings();
+            server = child.connectionSettings();
+            // across the MTU: one byte, one packet's worth and one more, many packets, and past the receive ring
+            byte[] sent = new byte[4 << 20];
+            new java.util.Random(42).nextBytes(sent);
+            int[] sizes = {1, cap, cap + 1, 64 * cap + 7, 1 << 20, 2 << 20};
+            int offset = 0;
+            for (int size : sizes) {
+                ch.write(Unpooled.wrappedBuffer(sent, offset, size));
+                offset += size;
+            }
+            ch.flush();
+            byte[] got = new byte[offset];
+            int received = 0;
+            while (received < offset) {
+                ByteBuf buf = replies.poll(20, TimeUnit.SECONDS);
+                assertThat(buf).as("echo after " + received + " of " + offset + " bytes").isNotNull();
+                int n = buf.readableBytes();
+                assertThat(received + n).isLessThanOrEqualTo(offset);
+                buf.readBytes(got, received, n);
+                buf.release();
+                received += n;
+            }
+            assertThat(java.util.Arrays.equals(got, 0, offset, sent, 0, offset)).as("echoed bytes intact").isTrue();
+            ch.close().sync();
+            listener.close().sync();
+            recording.stop();
+            recording.dump(file);
+        }
+        System.out.println("path MTU " + path + ", cap " + cap);
+        System.out.println("client: " + client);
+        System.out.println("server: " + server);
+        int sl = keepsServiceLevel(client.device()) ? 3 : 0;
+        for (RdmaConnectionSettings s : List.of(client, server)) {
+            assertThat(s.pathMtu()).as("path MTU").isEqualTo(cap);
+            assertThat(s.serviceLevel()).as("service level").isEqualTo(sl);
+        }
+        // the rest as on rdma_cm's own queue pairs
+        assertThat(client.ackTimeout()).isEqualTo(18);
+        assertThat(client.minRnrTimer()).isEqualTo(20);
+        assertThat(server.minRnrTimer()).isEqualTo(12);
+        assertThat(client.retryCount()).isEqualTo(RdmaChannelConfig.DEFAULT_RETRY_COUNT);
+        assertThat(server.rnrRetryCount()).isEqualTo(RdmaChannelConfig.DEFAULT_RNR_RETRY_COUNT);
+        List<RecordedEvent> events = RecordingFile.readAllEvents(file);
+        RecordedEvent connect = only(events, "Connect");
+        RecordedEvent accept = only(events, "Accept");
+        assertThat(connect.getInt("serviceLevel")).isEqualTo(sl);
+        assertThat(connect.getInt("pathMtu")).isEqualTo(cap);
+        assertThat(accept.getInt("serviceLevel")).isEqualTo(sl);
+        assertThat(accept.getInt("pathMtu")).isEqualTo(cap);
+    }
+
+    @Test
+    void aClientWithItsOwnQueuePairTakesTheServersCap() throws Exception {
+        int path = connect(new Bootstrap())[0].pathMtu();
+        int cap = Math.min(1024, path / 2);
+        BlockingQueue<RdmaChannel> accepted = new ArrayBlockingQueue<>(1);
+        Channel listener = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
+                .childOption(RdmaChannelOption.PATH_MTU, cap)
+                .childHandler(new Echo(accepted))
+                .bind(TestAddress.get(), 0).sync().channel();
+        try {
+            // a cap above the server's: the smaller wins on both
+            Channel ch = new Bootstrap().group(group).channel(RdmaChannel.class)
+                    .option(RdmaChannelOption.PATH_MTU, 2 * cap)
+                    .handler(new ChannelInboundHandlerAdapter())
+                    .connect(listener.localAddress()).sync().channel();
+            RdmaChannel child = accepted.poll(10, TimeUnit.SECONDS);
+            assertThat(child).isNotNull();
+            assertThat(((RdmaChannel) ch).connectionSettings().pathMtu()).isEqualTo(cap);
+            assertThat(child.connectionSettings().pathMtu()).isEqualTo(cap);
+            ch.close().sync();
+        } finally {
+            listener.close().sync();
+        }
+    }
+
+    @Test
+    void aServerCapThatAClientOfRdmaCmsQueuePairCannotFollowIsRefusedNamingTheRemedy() throws Exception {
+        int path = connect(new Bootstrap())[0].pathMtu();
+        int cap = path / 2;
+        Channel listener = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
+                .childOption(RdmaChannelOption.PATH_MTU, cap)
+                .childHandler(new Echo(new ArrayBlockingQueue<>(4)))
+                .bind(TestAddress.get(), 0).sync().channel();
+        try {
+            ChannelFuture f = new Bootstrap().group(group).channel(RdmaChannel.class)
+                    .handler(new ChannelInboundHandlerAdapter())
+                    .connect(listener.localAddress()).await();
+            assertThat(f.isSuccess()).isFalse();
+            assertThat(f.cause()).hasMessageContaining("caps the path MTU")
+                    .hasMessageContaining("RdmaChannelOption.PATH_MTU");
+        } finally {
+            listener.close().sync();
+        }
+    }
+
+    @Test
+    void aServersServiceLevelIsItsOwnBesideAClientOfRdmaCmsQueuePair() throws Exception {
+        BlockingQueue<RdmaChannel> accepted = new ArrayBlockingQueue<>(1);
+        Channel listener = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
+                .childOption(RdmaChannelOption.SERVICE_LEVEL, 5)
+                .childHandler(new Echo(accepted))
+                .bind(TestAddress.get(), 0).sync().channel();
+        try {
+            BlockingQueue<String> replies = new ArrayBlockingQueue<>(1);
+            Channel ch = new Bootstrap().group(group).channel(RdmaChannel.class).handler(new Collect(replies))
+                    .connect(listener.localAddress()).sync().channel();
+            ch.writeAndFlush(Unpooled.copiedBuffer("sl", StandardCharsets.US_ASCII)).sync();
+            assertThat(replies.poll(10, TimeUnit.SECONDS)).isEqualTo("sl");
+            RdmaChannel child = accepted.poll(10, TimeUnit.SECONDS);
+            assertThat(child).isNotNull();
+            RdmaConnectionSettings client = ((RdmaChannel) ch).connectionSettings();
+            RdmaConnectionSettings server = child.connectionSettings();
+            assertThat(server.serviceLevel()).isEqualTo(keepsServiceLevel(server.device()) ? 5 : 0);
+            assertThat(client.serviceLevel()).as("rdma_cm's, from the traffic class 0").isZero();
+            assertThat(server.pathMtu()).isEqualTo(client.pathMtu());
+            ch.close().sync();
+        } finally {
+            listener.close().sync();
+        }
+    }
+
+    @Test
+    void invalidServiceLevelsAndPathMtusAreRefusedWhenSet() {
+        RdmaChannelConfig config = new RdmaChannel().config();
+        for (int sl : new int[] {-2, 16, 255}) {
+            assertThatThrownBy(() -> config.setOption(RdmaChannelOption.SERVICE_LEVEL, sl))
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessageContaining("serviceLevel: " + sl).hasMessageContaining("0-15");
+        }
+        for (int mtu : new int[] {-1, 1, 1000, 1500, 8192, 9000}) {
+            assertThatThrownBy(() -> config.setOption(RdmaChannelOption.PATH_MTU, mtu))
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessageContaining("pathMtu: " + mtu).hasMessageContaining("256, 512, 1024, 2048 or 4096");
+        }
+        assertThat(config.getOption(RdmaChannelOption.SERVICE_LEVEL)).isEqualTo(-1);
+        assertThat(config.getOption(RdmaChannelOption.PATH_MTU)).isZero();
+        assertThat(config.setOption(RdmaChannelOption.SERVICE_LEVEL, 15)).isTrue();
+        assertThat(config.setOption(RdmaChannelOption.PATH_MTU, 256)).isTrue();
+        assertThat(config.getOptions()).containsEntry(RdmaChannelOption.SERVICE_LEVEL, 15)
+                .containsEntry(RdmaChannelOption.PATH_MTU, 256);
+    }
+
+    /**
+     * Whether {@code ibv_query_qp} reports the SL a queue pair was given: kernel rxe keeps only the address
+     * vector's GRH (its {@code rxe_av_from_attr}), so it reports 0; an rxe device names its netdev in sysfs
+     * ({@code parent}), which hardware devices do not.
+     */
+    static boolean keepsServiceLevel(String device) {
+        return !java.nio.file.Files.exists(java.nio.file.Path.of("/sys/class/infiniband", device, "parent"));
+    }
+
     /** Connects with {@code bootstrap}'s options; the client's and the accepted channel's settings. */
     private static RdmaConnectionSettings[] connect(Bootstrap bootstrap) throws Exception {
         BlockingQueue<RdmaChannel> accepted = new ArrayBlockingQueue<>(1);
@@ -234,6 +417,19 @@ class RdmaFabricOptionsTest {
         @Override
         public void channelRead(ChannelHandlerContext ctx, Object msg) {
             ctx.writeAndFlush(msg);
+        }
+    }
+
+    private static final class Keep extends ChannelInboundHandlerAdapter {
+        private final BlockingQueue<ByteBuf> replies;
+
+        Keep(BlockingQueue<ByteBuf> replies) {
+            this.replies = replies;
+        }
+
+        @Override
+        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+            replies.add((ByteBuf) msg);
         }
     }
 

@@ -11,7 +11,7 @@ import java.nio.ByteOrder;
  * <pre>
  *  0  magic            u32  'NRDM'
  *  4  version          u16
- *  6  flags            u16  reserved, 0
+ *  6  flags            u16  bit 0 OWN_QP; bits 8-10 pathMtu (enum ibv_mtu); the others reserved, 0
  *  8  ringAddress      u64  reserved, 0 (version 3 and earlier: a ring offered at once; rings are offered by
  *                            RING messages, docs/PROTOCOL.md §2)
  * 16  ringRkey         u32  reserved, 0
@@ -40,6 +40,14 @@ public final class ConnectParameters {
     public static final int RECV_CREDITS_OFFSET = 24;
     public static final int RECV_BUFFER_SIZE_OFFSET = 28;
     public static final int LENGTH = 32;
+    /**
+     * The sender moves its queue pair to RTR itself ({@code PATH_MTU} or {@code SERVICE_LEVEL} set), so it can
+     * take another path MTU than rdma_cm's: in a request, the client's queue pair takes the server's.
+     */
+    public static final int FLAG_OWN_QP = 1;
+    private static final int PATH_MTU_SHIFT = 8;
+    private static final int PATH_MTU_MASK = 7 << PATH_MTU_SHIFT;
+    private static final int KNOWN_FLAGS = FLAG_OWN_QP | PATH_MTU_MASK;
 
     static final ValueLayout.OfShort U16 = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.BIG_ENDIAN);
     static final ValueLayout.OfInt U32 = ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.BIG_ENDIAN);
@@ -104,8 +112,11 @@ public final class ConnectParameters {
 
     /** What is out of its documented range, or {@code null}. */
     private String invalidField() {
-        if (flags() != 0) {
-            return "reserved flags " + flags() + " are not 0";
+        if ((flags() & ~KNOWN_FLAGS) != 0) {
+            return "reserved flags " + (flags() & ~KNOWN_FLAGS) + " are not 0";
+        }
+        if (pathMtu() > 5 || pathMtu() != 0 && !ownQueuePair()) {
+            return "pathMtu " + pathMtu() + " is neither 0 nor 1-5 (256-4096 bytes) with OWN_QP";
         }
         int credits = recvCredits();
         if (credits < MIN_RECV_CREDITS || credits > MAX_RECV_CREDITS) {
@@ -134,6 +145,29 @@ public final class ConnectParameters {
 
     public int flags() {
         return Short.toUnsignedInt(segment.get(U16, FLAGS_OFFSET));
+    }
+
+    /** Whether the sender drives its own queue pair's RTR ({@link #FLAG_OWN_QP}). */
+    public boolean ownQueuePair() {
+        return (flags() & FLAG_OWN_QP) != 0;
+    }
+
+    /**
+     * The path MTU ({@code enum ibv_mtu}, 1 = 256 ... 5 = 4096 bytes; 0 none): in a request the client's cap, in an
+     * accept the path MTU of the server's queue pair, which the client's must match (IBA C9-92).
+     */
+    public int pathMtu() {
+        return (flags() & PATH_MTU_MASK) >>> PATH_MTU_SHIFT;
+    }
+
+    /** Sets {@link #FLAG_OWN_QP} and {@link #pathMtu()} (0-5; only with {@code ownQueuePair}). */
+    public ConnectParameters queuePair(boolean ownQueuePair, int pathMtu) {
+        if (pathMtu < 0 || pathMtu > 5 || pathMtu != 0 && !ownQueuePair) {
+            throw new IllegalArgumentException("pathMtu: " + pathMtu + " (expected: 0-5, non-zero with its own"
+                    + " queue pair)");
+        }
+        segment.set(U16, FLAGS_OFFSET, (short) ((ownQueuePair ? FLAG_OWN_QP : 0) | pathMtu << PATH_MTU_SHIFT));
+        return this;
     }
 
     public long ringAddress() {

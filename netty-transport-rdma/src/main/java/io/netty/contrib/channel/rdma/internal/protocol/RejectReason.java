@@ -19,6 +19,8 @@ public final class RejectReason {
     public static final int REASON_INVALID_PARAMETERS = 2;
     public static final int REASON_NO_RESOURCES = 3;
     public static final int REASON_NOT_ACCEPTING = 4;
+    /** The server caps the path MTU below the one the client's queue pair, driven by rdma_cm, runs at. */
+    public static final int REASON_PATH_MTU = 5;
 
     /**
      * The status of an RDMA_CM_EVENT_REJECTED on InfiniBand and RoCE is the IB CM's reject reason
@@ -83,6 +85,9 @@ public final class RejectReason {
             case REASON_INVALID_PARAMETERS -> "connection rejected: the peer found our connect parameters invalid";
             case REASON_NO_RESOURCES -> "connection rejected: the peer has no resources for another connection";
             case REASON_NOT_ACCEPTING -> "connection rejected: the peer is not accepting connections";
+            case REASON_PATH_MTU -> "connection rejected: the peer caps the path MTU below the one rdma_cm gives this"
+                    + " side's queue pair; set RdmaChannelOption.PATH_MTU here too (the peer's cap or above), so this"
+                    + " side moves its queue pair to RTR itself and takes the peer's MTU";
             default -> "connection rejected by the peer (reason " + reason() + ')';
         };
     }

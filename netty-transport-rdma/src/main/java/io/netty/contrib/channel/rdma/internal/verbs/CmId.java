@@ -169,6 +169,46 @@ public final class CmId extends NativeObject {
         }
     }
 
+    /**
+     * {@code rdma_init_qp_attr}: the attributes rdma_cm gives a queue pair of this id for the transition to
+     * {@code state} (INIT, RTR or RTS; {@code man rdma_init_qp_attr}), written into {@code attr} (an
+     * {@code ibv_qp_attr}), the attribute mask returned. For a queue pair the consumer created itself.
+     */
+    int initQpAttr(int state, MemorySegment attr) {
+        checkOpen();
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment mask = arena.allocate(JAVA_INT);
+            IbvQpAttr.QP_STATE.set(attr, 0L, state);
+            LibIbverbs.check("rdma_init_qp_attr(" + IbvQpState.name(state) + ")",
+                    (int) LibRdmacm.RDMA_INIT_QP_ATTR.invokeExact(Errno.state(), pointer, attr, mask));
+            return mask.get(JAVA_INT, 0);
+        } catch (Throwable t) {
+            throw LibIbverbs.rethrow(t);
+        }
+    }
+
+    /** The path MTU ({@code enum ibv_mtu}) rdma_cm gives this id's queue pair at RTR. */
+    public int rtrPathMtu() {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment attr = arena.allocate(IbvQpAttr.LAYOUT);
+            initQpAttr(IbvQpState.RTR, attr);
+            return (int) IbvQpAttr.PATH_MTU.get(attr, 0L);
+        }
+    }
+
+    /**
+     * {@code rdma_establish}: a client whose queue pair is its own (it got CONNECT_RESPONSE and moved the queue
+     * pair to RTS) completes the handshake (the RTU). No ESTABLISHED event follows on this side.
+     */
+    public void establish() {
+        checkOpen();
+        try {
+            LibIbverbs.check("rdma_establish", (int) LibRdmacm.RDMA_ESTABLISH.invokeExact(Errno.state(), pointer));
+        } catch (Throwable t) {
+            throw LibIbverbs.rethrow(t);
+        }
+    }
+
     /** {@code rdma_accept} of the connection request this id came with. */
     public void accept(ConnParam param) {
         checkOpen();

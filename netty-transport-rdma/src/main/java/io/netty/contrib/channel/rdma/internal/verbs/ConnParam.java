@@ -15,9 +15,11 @@ import static java.lang.foreign.ValueLayout.JAVA_BYTE;
  * @param rnrRetryCount       RNR retries (0-7, 7 = infinite)
  * @param qpNum               the QP number to announce when the id has no QP of its own (the consumer drives
  *                            its QP and calls {@code rdma_establish}); 0 otherwise
+ * @param srq                 with {@code qpNum}: whether that QP receives through a shared receive queue
+ *                            (librdmacm takes it from the id's QP otherwise)
  */
 public record ConnParam(byte[] privateData, int responderResources, int initiatorDepth, int retryCount,
-                        int rnrRetryCount, int qpNum) {
+                        int rnrRetryCount, int qpNum, boolean srq) {
     public static final int MAX_PRIVATE_DATA = 255;
 
     public ConnParam {
@@ -34,12 +36,18 @@ public record ConnParam(byte[] privateData, int responderResources, int initiato
 
     /** {@code privateData} with one outstanding READ each way, 7 retries, infinite RNR retry. */
     public static ConnParam of(byte[] privateData) {
-        return new ConnParam(privateData, 1, 1, 7, 7, 0);
+        return new ConnParam(privateData, 1, 1, 7, 7, 0, false);
     }
 
     /** The same parameters announcing {@code qpNum} (for an id without a QP). */
     public ConnParam withQpNum(int qpNum) {
-        return new ConnParam(privateData, responderResources, initiatorDepth, retryCount, rnrRetryCount, qpNum);
+        return withQp(qpNum, false);
+    }
+
+    /** The same parameters announcing {@code qpNum}, a QP of the consumer's that uses an SRQ or not. */
+    public ConnParam withQp(int qpNum, boolean srq) {
+        return new ConnParam(privateData, responderResources, initiatorDepth, retryCount, rnrRetryCount, qpNum,
+                srq);
     }
 
     @Override
@@ -60,6 +68,7 @@ public record ConnParam(byte[] privateData, int responderResources, int initiato
         RdmaConnParam.RETRY_COUNT.set(param, 0L, (byte) retryCount);
         RdmaConnParam.RNR_RETRY_COUNT.set(param, 0L, (byte) rnrRetryCount);
         RdmaConnParam.QP_NUM.set(param, 0L, qpNum);
+        RdmaConnParam.SRQ.set(param, 0L, (byte) (srq ? 1 : 0));
         return param;
     }
 

@@ -44,6 +44,10 @@ final class LibRdmacm {
             FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS), true);
     static final MethodHandle RDMA_REJECT = bind("rdma_reject",
             FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, JAVA_BYTE), true);
+    static final MethodHandle RDMA_INIT_QP_ATTR = bind("rdma_init_qp_attr",
+            FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS), true);
+    static final MethodHandle RDMA_ESTABLISH = bind("rdma_establish",
+            FunctionDescriptor.of(JAVA_INT, ADDRESS), true);
     static final MethodHandle RDMA_DISCONNECT = bind("rdma_disconnect",
             FunctionDescriptor.of(JAVA_INT, ADDRESS), true);
     static final MethodHandle RDMA_GET_CM_EVENT = bind("rdma_get_cm_event",

@@ -22,4 +22,14 @@ public record QpAttributes(int state, int portNum, int pathMtu, int sgidIndex, i
     public static int mtuBytes(int code) {
         return code >= 1 && code <= 5 ? 256 << (code - 1) : 0;
     }
+
+    /** The {@code enum ibv_mtu} code of {@code bytes} (256, 512, 1024, 2048, 4096), or 0 for any other size. */
+    public static int mtuEnum(int bytes) {
+        for (int code = 1; code <= 5; code++) {
+            if (mtuBytes(code) == bytes) {
+                return code;
+            }
+        }
+        return 0;
+    }
 }

@@ -46,6 +46,11 @@ public final class QueuePair extends NativeObject {
         return qpNum;
     }
 
+    /** Whether the QP receives through a shared receive queue. */
+    public boolean usesSrq() {
+        return hasSrq;
+    }
+
     /** Granted capacities (the device may round the requested ones up). */
     public int maxSendWr() {
         return maxSendWr;
@@ -122,6 +127,49 @@ public final class QueuePair extends NativeObject {
         }
         modify("RTS (min_rnr_timer)", IbvQpState.RTS, IbvQpAttrMask.MIN_RNR_TIMER,
                 attr -> IbvQpAttr.MIN_RNR_TIMER.set(attr, 0L, (byte) minRnrTimer));
+    }
+
+    /**
+     * Moves this queue pair, one of the consumer's ({@link ProtectionDomain#createQp}, not rdma_cm's), to
+     * {@code state} (INIT, RTR or RTS, in that order) with the attributes rdma_cm gives {@code id} for that
+     * transition ({@code rdma_init_qp_attr}), as librdmacm does for the queue pairs it drives: the RDMA READ depths
+     * are the connection parameters' ({@code readDepth}); at RTR {@code pathMtu} ({@code enum ibv_mtu}, 0 keeps
+     * rdma_cm's) replaces the path MTU and {@code serviceLevel} (-1 keeps rdma_cm's) the address vector's SL.
+     * A failure names the step: {@code rdma_init_qp_attr(RTR)}, {@code ibv_modify_qp(RTR)}, ...
+     */
+    public void modifyFromCm(CmId id, int state, int readDepth, int pathMtu, int serviceLevel) {
+        checkOpen();
+        Objects.requireNonNull(id, "id");
+        if (pathMtu < 0 || pathMtu > 5 || serviceLevel < -1 || serviceLevel > 15) {
+            throw new IllegalArgumentException("pathMtu " + pathMtu + ", serviceLevel " + serviceLevel
+                    + " (expected: 0-5 and -1-15)");
+        }
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment attr = arena.allocate(IbvQpAttr.LAYOUT);
+            int mask = id.initQpAttr(state, attr);
+            if (state == IbvQpState.RTR) {
+                IbvQpAttr.MAX_DEST_RD_ATOMIC.set(attr, 0L, (byte) readDepth);
+                if (pathMtu != 0) {
+                    IbvQpAttr.PATH_MTU.set(attr, 0L, pathMtu);
+                    mask |= IbvQpAttrMask.PATH_MTU;
+                }
+                if (serviceLevel >= 0) {
+                    IbvQpAttr.AH_ATTR_SL.set(attr, 0L, (byte) serviceLevel);
+                    mask |= IbvQpAttrMask.AV;
+                }
+            } else if (state == IbvQpState.RTS) {
+                IbvQpAttr.MAX_RD_ATOMIC.set(attr, 0L, (byte) readDepth);
+            }
+            LibIbverbs.check("ibv_modify_qp(" + IbvQpState.name(state) + ")",
+                    (int) LibIbverbs.IBV_MODIFY_QP.invokeExact(Errno.state(), pointer, attr, mask));
+        } catch (Throwable t) {
+            throw LibIbverbs.rethrow(t);
+        }
+    }
+
+    /** Whether rdma_cm drives this queue pair ({@link CmId#createQp}); else the consumer does. */
+    public boolean cmDriven() {
+        return cmId != null;
     }
 
     /** RESET to INIT on {@code portNum} with the remote {@link IbvAccessFlags} {@code accessFlags}. */

@@ -61,11 +61,36 @@ class ConnectParametersTest {
         assertInvalid(p -> p.ringSize(-1).ringAddress(4096), "ringSize 4294967295");
         assertInvalid(p -> p.ringAddress(4096), "a ring in the connect parameters");
         assertInvalid(p -> p.ringRkey(7), "a ring in the connect parameters");
-        assertInvalid(p -> p.segmentFlags(1), "reserved flags 1 are not 0");
+        assertInvalid(p -> p.segmentFlags(2), "reserved flags 2 are not 0");
+        assertInvalid(p -> p.segmentFlags(0x8000 | 1), "reserved flags 32768 are not 0");
+        assertInvalid(p -> p.segmentFlags(6 << 8 | 1), "pathMtu 6 is neither 0 nor 1-5");
+        assertInvalid(p -> p.segmentFlags(3 << 8), "pathMtu 3 is neither 0 nor 1-5 (256-4096 bytes) with OWN_QP");
         assertThatThrownBy(() -> ConnectParameters.parse(new byte[31])).isInstanceOf(ProtocolException.class)
                 .hasMessageContaining("31 bytes of connect parameters")
                 .extracting(e -> ((ProtocolException) e).rejectReason())
                 .isEqualTo(RejectReason.REASON_INVALID_PARAMETERS);
+    }
+
+    @Test
+    void theQueuePairFlagsCarryTheOwnQueuePairAndItsPathMtu() {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment segment = arena.allocate(ConnectParameters.LENGTH);
+            ConnectParameters params = new ConnectParameters().wrap(segment).writeHeader().recvCredits(4)
+                    .recvBufferSize(8192);
+            assertThat(params.ownQueuePair()).isFalse();
+            assertThat(params.pathMtu()).isZero();
+            params.queuePair(true, 3);
+            assertThat(segment.get(ConnectParameters.U16, ConnectParameters.FLAGS_OFFSET)).isEqualTo((short) 0x0301);
+            byte[] wire = segment.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
+            ConnectParameters parsed = ConnectParameters.parse(wire);
+            assertThat(parsed.ownQueuePair()).isTrue();
+            assertThat(parsed.pathMtu()).isEqualTo(3);
+            params.queuePair(true, 0);
+            assertThat(ConnectParameters.parse(segment.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE))
+                    .ownQueuePair()).isTrue();
+            assertThatThrownBy(() -> params.queuePair(false, 2)).isInstanceOf(IllegalArgumentException.class);
+            assertThatThrownBy(() -> params.queuePair(true, 6)).isInstanceOf(IllegalArgumentException.class);
+        }
     }
 
     /**
