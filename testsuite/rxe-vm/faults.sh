@@ -1,8 +1,8 @@
 #!/bin/bash
 # The fault matrix on kernel rxe (issue 29), run inside the rxe guest: by guest.sh's part "faults", or alone with
-# `testsuite/rxe-vm/run.sh --script testsuite/rxe-vm/faults.sh`. Two network namespaces joined by a veth pair, each
-# end with its own rxe device (rxefs, rxefc), so tc netem / ip link / rdma link on them act on real RoCE v2
-# traffic. One FaultServerProcess JVM serves every row; each row runs one FaultClientProcess JVM (echo streams,
+# `testsuite/rxe-vm/run.sh --script testsuite/rxe-vm/faults.sh`. A veth pair, each end with its own rxe device
+# (rxefs for the server, rxefc for the client) and address, the traffic between the two forced through the pair
+# (see setup_net), so tc netem / ip link / rdma link on them act on real RoCE v2 traffic. One FaultServerProcess JVM serves every row; each row runs one FaultClientProcess JVM (echo streams,
 # every byte verified by position), applies its fault while the streams run, and records bytes verified,
 # streams that survived, the time from the fault to each close and the cause, a new client's echo after the
 # fault, the queue pairs left on both sides, Netty's PARANOID leak reports and JVM crashes.
@@ -16,13 +16,13 @@ project=${project:-$(cd "$(dirname "$0")/../.." && pwd)}
 java_home=${java_home:-${JAVA_HOME:-/usr/lib/jvm/temurin-25-jdk-amd64}}
 java=$java_home/bin/java
 fout=${FAULT_OUT:-${out:-/tmp}/faults}
-all_rows="clean loss1 loss5 reorder delay duplicate partition-short partition-long link-down memlock device-delete"
+all_rows="clean verbs-loss1 loss1 loss5 reorder delay duplicate partition-short partition-long link-down memlock device-delete"
 rows=${FAULT_ROWS:-$all_rows}
 [ "$rows" = all ] && rows=$all_rows
 mkdir -p "$fout"
 rm -f "$fout"/*.log "$fout"/table.md "$fout"/hs_err*
 
-srv_ns=fsrv cli_ns=fcli srv_if=vfs cli_if=vfc srv_dev=rxefs cli_dev=rxefc
+srv_if=vfs cli_if=vfc srv_dev=rxefs cli_dev=rxefc
 srv_addr=198.18.9.1 cli_addr=198.18.9.2
 # The retry budget of the partition rows: ACK_TIMEOUT 17 = 4.096 us x 2^17 = 536.9 ms, which kernel rxe turns
 # into nsecs_to_jiffies (134 jiffies at HZ=250: 536 ms) and re-arms whenever its completer runs with packets
@@ -43,26 +43,43 @@ jvm=("$java" --enable-native-access=ALL-UNNAMED -XX:TieredStopAtLevel=1 -XX:+Use
   -Dio.netty.contrib.rdma.libraryPath="$libdir" -cp "$cp")
 pkg=io.netty.contrib.channel.rdma.testsuite.process
 
+# Kernel 6.1's rxe has one UDP socket, in the initial network namespace, so a device on a netdev of another
+# namespace sends but never receives (rdma_cm's requests time out: UNREACHABLE, -110). So both veth ends stay in
+# the initial namespace, and policy routing makes each address reach the other through the veth pair instead of
+# the local table (lo): locally sent packets to $srv_addr leave by $cli_if, to $cli_addr by $srv_if; arriving
+# packets find the local table as usual; accept_local lets a packet (and an ARP request) from a local address in.
+# The oif rules serve lookups bound to a device: rdma_cm's check that a connect request arrived on the netdev that
+# routes back to its sender (without them the local table answers, and the server rejects: IB CM reason 28).
+routes() {
+  ip route replace $cli_addr dev $srv_if src $srv_addr table 101 &&
+    ip route replace $srv_addr dev $cli_if src $cli_addr table 102
+}
 setup_net() {
-  ip netns del $srv_ns 2>/dev/null; ip netns del $cli_ns 2>/dev/null
-  ip netns add $srv_ns && ip netns add $cli_ns &&
-    ip link add $srv_if type veth peer name $cli_if &&
-    ip link set $srv_if netns $srv_ns && ip link set $cli_if netns $cli_ns &&
-    ip -n $srv_ns addr add $srv_addr/30 dev $srv_if && ip -n $cli_ns addr add $cli_addr/30 dev $cli_if &&
-    ip -n $srv_ns link set lo up && ip -n $cli_ns link set lo up &&
-    ip -n $srv_ns link set $srv_if up && ip -n $cli_ns link set $cli_if up &&
-    ip netns exec $srv_ns rdma link add $srv_dev type rxe netdev $srv_if &&
-    ip netns exec $cli_ns rdma link add $cli_dev type rxe netdev $cli_if
+  local i
+  ip link add $srv_if type veth peer name $cli_if &&
+    ip addr add $srv_addr/32 dev $srv_if && ip addr add $cli_addr/32 dev $cli_if &&
+    ip link set $srv_if up && ip link set $cli_if up || return 1
+  for i in all default $srv_if $cli_if; do
+    sysctl -qw net.ipv4.conf.$i.rp_filter=0 net.ipv4.conf.$i.accept_local=1 || return 1
+  done
+  routes &&
+    ip rule add pref 10 iif lo to $cli_addr lookup 101 &&
+    ip rule add pref 11 iif lo to $srv_addr lookup 102 &&
+    ip rule add pref 12 oif $srv_if to $cli_addr lookup 101 &&
+    ip rule add pref 13 oif $cli_if to $srv_addr lookup 102 &&
+    ip rule add pref 100 lookup local && ip rule del pref 0 lookup local &&
+    rdma link add $srv_dev type rxe netdev $srv_if &&
+    rdma link add $cli_dev type rxe netdev $cli_if &&
+    ip rule show && ip route get $srv_addr && ip route get $cli_addr
 }
 
 # netem on both veth ends (each end's egress), so both directions see the fault; "off" removes it
 shape() {
   if [ "$1" = off ]; then
-    ip netns exec $srv_ns tc qdisc del dev $srv_if root 2>/dev/null
-    ip netns exec $cli_ns tc qdisc del dev $cli_if root 2>/dev/null
+    tc qdisc del dev $srv_if root 2>/dev/null
+    tc qdisc del dev $cli_if root 2>/dev/null
   else
-    ip netns exec $srv_ns tc qdisc replace dev $srv_if root netem "$@" &&
-      ip netns exec $cli_ns tc qdisc replace dev $cli_if root netem "$@"
+    tc qdisc replace dev $srv_if root netem "$@" && tc qdisc replace dev $cli_if root netem "$@"
   fi
   return 0
 }
@@ -73,7 +90,7 @@ start_server() {
   local fifo=/tmp/fault-server.fifo
   rm -f $fifo
   mkfifo $fifo || return 1
-  ip netns exec $srv_ns "${jvm[@]}" $pkg.FaultServerProcess $srv_addr 0 $ack_timeout \
+  "${jvm[@]}" $pkg.FaultServerProcess $srv_addr 0 $ack_timeout \
     <$fifo >"$fout/server.log" 2>&1 &
   server_pid=$!
   exec 7>$fifo
@@ -104,7 +121,7 @@ run_row() {
   local clog=$fout/client-$name.log t_fault="" t_heal="" cpid
   log "row $name"
   # shellcheck disable=SC2086
-  ip netns exec $cli_ns ${client_prefix:-} "${jvm[@]}" $pkg.FaultClientProcess $srv_addr "$port" $seconds \
+  ${client_prefix:-} "${jvm[@]}" $pkg.FaultClientProcess $srv_addr "$port" $seconds \
     $ack_timeout $retry_count $streams >"$clog" 2>&1 &
   cpid=$!
   for _ in $(seq 1800); do
@@ -144,7 +161,7 @@ verdict() {
   mbps=$(sed -n 's/.*MBps=\([0-9.]*\).*/\1/p' <<<"$result")
   newc=$(sed -n 's/^NEWCLIENT //p' "$clog")
   qps=$(sed -n 's/^CLIENT-QPS //p' "$clog")
-  causes=$(sed -n 's/^STREAM .* cause=\(.*\)/\1/p' "$clog" | sort | uniq -c | sed 's/^ *//' | paste -sd';')
+  causes=$(sed -n 's/^STREAM .* cause=\(.*\) metric=.*/\1/p' "$clog" | sort | uniq -c | sed 's/^ *//' | paste -sd';')
   local pending
   pending=$(sed -n 's/^STREAM .* writesPending=\([0-9]*\).*/\1/p' "$clog" | awk '{ s += $1 } END { print s + 0 }')
   if [ -n "$t_fault" ]; then
@@ -188,6 +205,32 @@ verdict() {
   log "$line"
 }
 
+# perftest between the two devices under 1 % loss: what the verbs alone (RDMA WRITE and SEND of 64 KiB, RC)
+# do with the same loss, without the transport
+verbs_row() {
+  local t ok_all=1 res="" rc
+  log "row verbs-loss1"
+  for t in ib_write_bw ib_send_bw; do
+    timeout -k 5 120 $t -d $srv_dev -F -s 65536 -n 2000 >"$fout/$t-server.log" 2>&1 &
+    local spid=$!
+    sleep 3
+    timeout -k 5 110 $t -d $cli_dev -F -s 65536 -n 2000 $srv_addr >"$fout/$t-client.log" 2>&1
+    rc=$?
+    wait $spid
+    local err
+    err=$(cat "$fout/$t-client.log" "$fout/$t-server.log" | grep -m1 -i 'status\|error\|failed' | tr -s ' |' ' ')
+    if [ "$rc" = 0 ]; then
+      res="$res $t: $(awk 'found { print $4 " MB/s"; exit } /#bytes/ { found = 1 }' "$fout/$t-client.log");"
+    else
+      ok_all=0
+      res="$res $t: FAILED (exit $rc${err:+, $err});"
+    fi
+  done
+  echo "| verbs-loss1 | perftest 64 KiB x 2000 under 1 % loss:$res | - | - | - | - | - |" \
+    "$([ $ok_all = 1 ] && echo 'as expected' || echo 'NOT as expected: the verbs alone fail') |" >>"$fout/table.md"
+  [ $ok_all = 1 ] || failed=1
+}
+
 echo "| row | bytes verified, throughput, mismatches | streams survived | close after fault (ms) | cause |" \
   "recovery | leaks (after the row) | verdict |" >"$fout/table.md"
 echo "|---|---|---|---|---|---|---|---|" >>"$fout/table.md"
@@ -217,8 +260,8 @@ for r in $rows; do
     duplicate) shape duplicate 2%; run_row duplicate throughput "" "" 0; shape off ;;
     partition-short) run_row partition-short throughput "shape loss 100%" "shape off" 1 ;;
     partition-long) run_row partition-long close "shape loss 100%" "shape off" "$part_s" ;;
-    link-down) run_row link-down close "ip -n $srv_ns link set $srv_if down" \
-      "ip -n $srv_ns link set $srv_if up; sleep 1" "$part_s" ;;
+    link-down) # the routes through the link go with it: back with it
+      run_row link-down close "ip link set $srv_if down" "ip link set $srv_if up; routes" "$part_s" ;;
     memlock)
       # root holds CAP_IPC_LOCK, which the kernel's pinning checks before RLIMIT_MEMLOCK: drop it, then 16 MiB
       mkdir -p "$fout/bin"
@@ -228,10 +271,11 @@ for r in $rows; do
       run_row memlock degrade "" "" 0 ;;
     device-delete)
       run_row device-delete removed \
-        "(t0=\$(now_ms); timeout 60 ip netns exec $srv_ns rdma link delete $srv_dev; echo \"rdma link delete: exit \$? after \$((\$(now_ms) - t0)) ms\" >>$fout/device-delete.txt) &" \
+        "(t0=\$(now_ms); timeout 60 rdma link delete $srv_dev; echo \"rdma link delete: exit \$? after \$((\$(now_ms) - t0)) ms\" >>$fout/device-delete.txt) &" \
         "" 0
       wait
       cat "$fout/device-delete.txt" 2>/dev/null ;;
+    verbs-loss1) shape loss 1%; verbs_row; shape off ;;
     *) echo "| $r | unknown row |" >>"$fout/table.md"; failed=1 ;;
   esac
 done

@@ -93,7 +93,8 @@ public final class FaultClientProcess {
                         + (s.mismatch < 0 ? "none" : Long.toString(s.mismatch)) + " closed="
                         + (s.closedAt == 0 ? "open" : Long.toString(s.closedAt)) + " writesFailed="
                         + s.writesFailed.get() + " writesPending=" + (s.writes.get() - s.writesDone.get())
-                        + " cause=" + (s.cause == null ? "none" : describe(s.cause)));
+                        + " cause=" + (s.cause == null ? "none" : describe(s.cause))
+                        + " metric=" + ((RdmaChannel) s.channel).metric().toString().replace(' ', '_'));
             }
             print("NEWCLIENT " + newClient(b, host, port));
             Thread.sleep(500); // the closes' queue pairs are destroyed on the loop
