@@ -82,7 +82,8 @@ public final class FaultClientProcess {
                 } catch (Exception e) {
                     // reported below: a stream that closed or never drained
                 }
-                boolean open = s.channel.isActive() && s.closedAt == 0;
+                long closedAt = s.closedAt; // before our own close below
+                boolean open = s.channel.isActive() && closedAt == 0;
                 if (open && s.mismatch < 0 && s.verified == s.sent) {
                     survived++;
                 }
@@ -91,7 +92,7 @@ public final class FaultClientProcess {
                 verifiedTotal += s.verified;
                 print("STREAM " + s.index + " sent=" + s.sent + " verified=" + s.verified + " mismatch="
                         + (s.mismatch < 0 ? "none" : Long.toString(s.mismatch)) + " closed="
-                        + (s.closedAt == 0 ? "open" : Long.toString(s.closedAt)) + " writesFailed="
+                        + (closedAt == 0 ? "open" : Long.toString(closedAt)) + " writesFailed="
                         + s.writesFailed.get() + " writesPending=" + (s.writes.get() - s.writesDone.get())
                         + " cause=" + (s.cause == null ? "none" : describe(s.cause))
                         + " metric=" + ((RdmaChannel) s.channel).metric().toString().replace(' ', '_'));
