@@ -30,7 +30,7 @@ srv_addr=198.18.9.1 cli_addr=198.18.9.2
 # treats retry_cnt 7 as "retry forever", like rnr_retry 7: with the default RETRY_COUNT 7 a partition is never
 # noticed there.) Budget: 4 x 536 ms = 2144 ms.
 ack_timeout=17 retry_count=3 budget_ms=2144
-streams=2 seconds=14 fault_at=3
+streams=2 seconds=12 fault_at=3
 now_ms() { date +%s%3N; }
 log() { echo "[faults $(cut -d' ' -f1 /proc/uptime)] $*"; }
 

@@ -303,7 +303,7 @@ run_faults() {
   t0=$(now)
   progress "fault matrix: ${fault_rows:-all}"
   FAULT_ROWS=${fault_rows:-all} FAULT_OUT=$out/faults project=$project java_home=$java_home \
-    timeout -k 10 1500 bash "$project/testsuite/rxe-vm/faults.sh" >"$out/faults.log" 2>&1
+    timeout -k 10 2400 bash "$project/testsuite/rxe-vm/faults.sh" >"$out/faults.log" 2>&1
   rc=$?
   local rows_ok rows_all
   rows_all=$(grep -c '^| [a-z]' "$out/faults/table.md" 2>/dev/null)

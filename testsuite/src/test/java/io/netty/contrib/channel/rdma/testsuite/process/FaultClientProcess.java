@@ -25,7 +25,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * channels to a {@link FaultServerProcess} and streams through each, for {@code SECONDS}, writes of random sizes
  * (1 B to 256 KiB: SENDs and ring writes) of a byte stream every position of which is a function of the stream
  * and the position, so a lost, duplicated or reordered byte shows as a mismatch at its offset; at most 2 MiB is
- * in flight per stream. Then it stops writing, waits up to 60 s for the rest of the echo, closes, and opens one
+ * in flight per stream. Then it stops writing, waits up to 30 s for the rest of the echo, closes, and opens one
  * new channel that echoes 64 KiB (the server still answers). Prints, one a line:
  * {@code STREAMING <epoch ms>} once every stream is connected; {@code STREAM <i> sent=<bytes> verified=<bytes>
  * mismatch=<offset or none> closed=<epoch ms or open> writesFailed=<n> writesPending=<n> cause=<...>} per stream;
@@ -78,7 +78,7 @@ public final class FaultClientProcess {
             int mismatches = 0;
             for (Stream s : streams) {
                 try {
-                    s.drained.get(60, TimeUnit.SECONDS);
+                    s.drained.get(30, TimeUnit.SECONDS);
                 } catch (Exception e) {
                     // reported below: a stream that closed or never drained
                 }
