@@ -4,6 +4,7 @@
 #   c     the software device's C conformance tests, built against the system libraries
 #   java  the raw-verbs tests of the FFM layer and the transport tests, in one JVM (JUnit console launcher)
 #   perf  perftest ib_send_lat / ib_write_bw, then the echo example, for the RdmaChannel / verbs RTT ratio
+#   faults  the fault matrix (faults.sh) on two namespaces with their own rxe devices: the rows of fault_rows
 # Reports and logs go to the results directory given as $1 (shared with the host); summary.txt has one line
 # per part. Exit status: 0 when every part passed, 1 otherwise.
 set -u
@@ -297,6 +298,25 @@ run_perf() {
   summary "4 perftest + echo" "$([ "$ok" = 1 ] && echo done || echo FAILED)" "$(since "$t0")"
 }
 
+run_faults() {
+  local t0 rc
+  t0=$(now)
+  progress "fault matrix: ${fault_rows:-all}"
+  FAULT_ROWS=${fault_rows:-all} FAULT_OUT=$out/faults project=$project java_home=$java_home \
+    timeout -k 10 2400 bash "$project/testsuite/rxe-vm/faults.sh" >"$out/faults.log" 2>&1
+  rc=$?
+  local rows_ok rows_all
+  rows_all=$(grep -c '^| [a-z]' "$out/faults/table.md" 2>/dev/null)
+  rows_ok=$(grep -c '| as expected |$' "$out/faults/table.md" 2>/dev/null)
+  if [ "$rc" = 0 ]; then
+    summary "5 fault matrix" "$rows_ok of $((rows_all - 1)) rows as expected (faults/table.md)" "$(since "$t0")"
+  else
+    failed=1
+    summary "5 fault matrix" "FAILED (exit $rc): $rows_ok rows as expected (faults/table.md, faults.log)" "$(since "$t0")"
+    grep 'NOT as expected\|FAILED' "$out/faults/table.md" | head -20
+  fi
+}
+
 : >"$out/summary.txt"
 summary "boot" "guest script started (kernel uptime)" "$(cut -d' ' -f1 /proc/uptime | cut -d. -f1)"
 if ! setup_rxe >"$out/setup.log" 2>&1; then
@@ -318,6 +338,7 @@ for part in $parts; do
     c) run_c ;;
     java) run_java ;;
     perf) run_perf ;;
+    faults) run_faults ;;
     *) summary "$part" "FAILED: unknown part (RDMA_RXE_VM_PARTS)" ""; failed=1 ;;
   esac
 done

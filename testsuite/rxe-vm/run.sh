@@ -16,6 +16,8 @@
 # environment:
 #   RDMA_RXE_VM_PARTS    which parts run (default "c java perf"): the C conformance tests, the Java tests, perftest
 #                        and the echo example
+#   RDMA_RXE_VM_FAULT_ROWS  rows of the fault matrix the part "faults" runs (default "loss1 partition-long", about 5 min;
+#                        "all" for the whole matrix of docs/faults.md; rows named in testsuite/rxe-vm/faults.sh)
 #   RDMA_RXE_VM_ECHO_COUNT  echoes the echo example times (default 2000; EchoClient waits 120 s for them all)
 #   RDMA_RXE_VM_OUT      results directory (default testsuite/target/rxe-vm; earlier results are removed)
 #   RDMA_RXE_VM_CACHE    downloaded kernel and the initramfs (default ~/.cache/netty-transport-rdma/rxe-vm)
@@ -127,8 +129,8 @@ fetch_kernel() {
 
 # busybox, the modules the guest needs (with their dependencies, in load order, as kmod resolves them) and init.
 # virtio 9p and overlay for the root; crc32 implementations for rdma_rxe's ICRC (a crypto lookup, not a module
-# dependency); dummy for an address rdma_cm accepts; veth for two-namespace tests.
-modules="virtio_pci 9pnet_virtio 9p overlay crc32_generic crc32-pclmul rdma_rxe ib_uverbs rdma_ucm dummy veth"
+# dependency); dummy for an address rdma_cm accepts; veth for two-namespace tests; sch_netem for the fault matrix.
+modules="virtio_pci 9pnet_virtio 9p overlay crc32_generic crc32-pclmul rdma_rxe ib_uverbs rdma_ucm dummy veth sch_netem"
 initramfs=""
 build_initramfs() {
   local version key root
@@ -205,7 +207,7 @@ fi
   die "nothing built yet: run without --no-build"
 
 mkdir -p "$out"
-rm -rf "${out:?}"/{c,java,perf} "$out"/*.txt "$out"/*.log "$out"/guest-exit "$out"/guest.conf
+rm -rf "${out:?}"/{c,java,perf,faults} "$out"/*.txt "$out"/*.log "$out"/guest-exit "$out"/guest.conf
 cat >"$out/guest.conf" <<EOF
 project=$project
 java_home=$JAVA_HOME
@@ -213,6 +215,7 @@ parts="$parts"
 mode=$mode
 script=$script
 echo_count=${RDMA_RXE_VM_ECHO_COUNT:-2000}
+fault_rows="${RDMA_RXE_VM_FAULT_ROWS:-loss1 partition-long}"
 EOF
 log "booting $(basename "$kernel_dir") under qemu (TCG); results in $out"
 boot_start=$(date +%s)

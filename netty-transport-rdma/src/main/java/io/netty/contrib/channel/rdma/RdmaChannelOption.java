@@ -163,7 +163,9 @@ public final class RdmaChannelOption<T> extends ChannelOption<T> {
      * Transport retries after an ACK timeout ({@code rdma_conn_param.retry_count}, the QP's {@code retry_cnt}),
      * 0-7. Default 7. Together with {@link #ACK_TIMEOUT} it bounds how long a dead peer or broken path takes to be
      * noticed: about (value + 1) &times; the timeout. Negotiated: the connect request carries the client's value
-     * and rdma_cm gives it to both queue pairs, so a server's childOption has no effect.
+     * and rdma_cm gives it to both queue pairs, so a server's childOption has no effect. Kernel rxe (6.1) treats 7
+     * as "retry forever", like {@link #RNR_RETRY_COUNT}: there a dead path is noticed only with 6 or less
+     * (docs/faults.md).
      */
     public static final ChannelOption<Integer> RETRY_COUNT = valueOf(RdmaChannelOption.class, "RETRY_COUNT");
 

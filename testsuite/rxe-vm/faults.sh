@@ -1,0 +1,289 @@
+#!/bin/bash
+# The fault matrix on kernel rxe (issue 29), run inside the rxe guest: by guest.sh's part "faults", or alone with
+# `testsuite/rxe-vm/run.sh --script testsuite/rxe-vm/faults.sh`. A veth pair, each end with its own rxe device
+# (rxefs for the server, rxefc for the client) and address, the traffic between the two forced through the pair
+# (see setup_net), so tc netem / ip link / rdma link on them act on real RoCE v2 traffic. One FaultServerProcess JVM serves every row; each row runs one FaultClientProcess JVM (echo streams,
+# every byte verified by position), applies its fault while the streams run, and records bytes verified,
+# streams that survived, the time from the fault to each close and the cause, a new client's echo after the
+# fault, the queue pairs left on both sides, Netty's PARANOID leak reports and JVM crashes.
+#
+# environment: FAULT_ROWS  the rows, in order (default: all of them; guest.sh passes RDMA_RXE_VM_FAULT_ROWS)
+#              FAULT_OUT   results directory (default $out/faults, or /tmp/faults)
+# Writes $FAULT_OUT/table.md (the table of docs/faults.md) and a log per JVM. Exit status 0 when every row is as
+# expected, 1 otherwise.
+set -u
+project=${project:-$(cd "$(dirname "$0")/../.." && pwd)}
+java_home=${java_home:-${JAVA_HOME:-/usr/lib/jvm/temurin-25-jdk-amd64}}
+java=$java_home/bin/java
+fout=${FAULT_OUT:-${out:-/tmp}/faults}
+all_rows="clean verbs-loss1 loss1 loss5 reorder delay duplicate partition-short partition-long link-down memlock device-delete"
+rows=${FAULT_ROWS:-$all_rows}
+[ "$rows" = all ] && rows=$all_rows
+mkdir -p "$fout"
+rm -f "$fout"/*.log "$fout"/table.md "$fout"/hs_err*
+
+srv_if=vfs cli_if=vfc srv_dev=rxefs cli_dev=rxefc
+srv_addr=198.18.9.1 cli_addr=198.18.9.2
+# The retry budget of the partition rows: ACK_TIMEOUT 17 = 4.096 us x 2^17 = 536.9 ms, which kernel rxe turns
+# into nsecs_to_jiffies (134 jiffies at HZ=250: 536 ms) and re-arms whenever its completer runs with packets
+# unacknowledged; RETRY_COUNT 3: the first timeout and three retries, each a timeout, then RETRY_EXC_ERR. (rxe
+# treats retry_cnt 7 as "retry forever", like rnr_retry 7: with the default RETRY_COUNT 7 a partition is never
+# noticed there.) Budget: 4 x 536 ms = 2144 ms.
+ack_timeout=17 retry_count=3 budget_ms=2144
+streams=2 seconds=12 fault_at=3
+now_ms() { date +%s%3N; }
+log() { echo "[faults $(cut -d' ' -f1 /proc/uptime)] $*"; }
+
+cp="$project/netty-transport-rdma/target/test-classes:$project/testsuite/target/test-classes"
+cp="$cp:$(cat "$project/testsuite/target/rxe-vm-classpath.txt")"
+libdir=$(dirname "$(ldconfig -p | awk '$1 == "libibverbs.so.1" && /x86-64/ { print $NF; exit }')")
+jvm=("$java" --enable-native-access=ALL-UNNAMED -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
+  -XX:ErrorFile="$fout/hs_err_pid%p.log" -Dio.netty.leakDetection.level=advanced
+  -Dlogback.configurationFile="$project/testsuite/rxe-vm/logback.xml"
+  -Dio.netty.contrib.rdma.libraryPath="$libdir" -cp "$cp")
+pkg=io.netty.contrib.channel.rdma.testsuite.process
+
+# Kernel 6.1's rxe has one UDP socket, in the initial network namespace, so a device on a netdev of another
+# namespace sends but never receives (rdma_cm's requests time out: UNREACHABLE, -110). So both veth ends stay in
+# the initial namespace, and policy routing makes each address reach the other through the veth pair instead of
+# the local table (lo): locally sent packets to $srv_addr leave by $cli_if, to $cli_addr by $srv_if; arriving
+# packets find the local table as usual; accept_local lets a packet (and an ARP request) from a local address in.
+# The oif rules serve lookups bound to a device: rdma_cm's check that a connect request arrived on the netdev that
+# routes back to its sender (without them the local table answers, and the server rejects: IB CM reason 28).
+routes() {
+  ip route replace $cli_addr dev $srv_if src $srv_addr table 101 &&
+    ip route replace $srv_addr dev $cli_if src $cli_addr table 102
+}
+setup_net() {
+  local i
+  ip link add $srv_if type veth peer name $cli_if &&
+    ip addr add $srv_addr/32 dev $srv_if && ip addr add $cli_addr/32 dev $cli_if &&
+    ip link set $srv_if up && ip link set $cli_if up || return 1
+  for i in all default $srv_if $cli_if; do
+    sysctl -qw net.ipv4.conf.$i.rp_filter=0 net.ipv4.conf.$i.accept_local=1 || return 1
+  done
+  routes &&
+    ip rule add pref 10 iif lo to $cli_addr lookup 101 &&
+    ip rule add pref 11 iif lo to $srv_addr lookup 102 &&
+    ip rule add pref 12 oif $srv_if to $cli_addr lookup 101 &&
+    ip rule add pref 13 oif $cli_if to $srv_addr lookup 102 &&
+    ip rule add pref 100 lookup local && ip rule del pref 0 lookup local &&
+    rdma link add $srv_dev type rxe netdev $srv_if &&
+    rdma link add $cli_dev type rxe netdev $cli_if &&
+    ip rule show && ip route get $srv_addr && ip route get $cli_addr
+}
+
+# netem on both veth ends (each end's egress), so both directions see the fault; "off" removes it
+shape() {
+  if [ "$1" = off ]; then
+    tc qdisc del dev $srv_if root 2>/dev/null
+    tc qdisc del dev $cli_if root 2>/dev/null
+  else
+    tc qdisc replace dev $srv_if root netem "$@" && tc qdisc replace dev $cli_if root netem "$@"
+  fi
+  return 0
+}
+
+server_pid=""
+start_server() {
+  # the server's standard input: a FIFO in the guest's own /tmp (9p, the results directory, has none)
+  local fifo=/tmp/fault-server.fifo
+  rm -f $fifo
+  mkfifo $fifo || return 1
+  "${jvm[@]}" $pkg.FaultServerProcess $srv_addr 0 $ack_timeout \
+    <$fifo >"$fout/server.log" 2>&1 &
+  server_pid=$!
+  exec 7>$fifo
+  for _ in $(seq 1200); do
+    grep -q '^PORT ' "$fout/server.log" && break
+    kill -0 $server_pid 2>/dev/null || break
+    sleep 0.1
+  done
+  port=$(sed -n 's/^PORT //p' "$fout/server.log")
+  [ -n "$port" ]
+}
+server_stats() { # the server's STATS line after the row
+  local before
+  before=$(grep -c '^STATS' "$fout/server.log")
+  echo stats >&7
+  for _ in $(seq 100); do
+    [ "$(grep -c '^STATS' "$fout/server.log")" -gt "$before" ] && break
+    sleep 0.1
+  done
+  grep '^STATS' "$fout/server.log" | tail -1
+}
+
+# one row: $1 name, $2 expectation kind (throughput|close|degrade|removed), $3 fault start command, $4 fault end
+# command ("" = none), $5 seconds from the start of the fault to its end; client wrapper in $client_prefix
+row_results=()
+run_row() {
+  local name=$1 kind=$2 fault_on=$3 fault_off=$4 fault_s=$5
+  local clog=$fout/client-$name.log t_fault="" t_heal="" cpid
+  log "row $name"
+  # shellcheck disable=SC2086
+  ${client_prefix:-} "${jvm[@]}" $pkg.FaultClientProcess $srv_addr "$port" $seconds \
+    $ack_timeout $retry_count $streams >"$clog" 2>&1 &
+  cpid=$!
+  for _ in $(seq 1800); do
+    grep -q '^STREAMING' "$clog" && break
+    kill -0 $cpid 2>/dev/null || break
+    sleep 0.1
+  done
+  if grep -q '^STREAMING' "$clog" && [ -n "$fault_on" ]; then
+    sleep $fault_at
+    t_fault=$(now_ms)
+    eval "$fault_on"
+    if [ -n "$fault_off" ]; then
+      sleep "$fault_s"
+      eval "$fault_off"
+      t_heal=$(now_ms)
+    fi
+  fi
+  timeout 300 tail --pid=$cpid -f /dev/null
+  kill -9 $cpid 2>/dev/null
+  wait $cpid
+  local crc=$?
+  sleep 2
+  local stats
+  stats=$(server_stats)
+  verdict "$name" "$kind" "$clog" "$crc" "$t_fault" "$stats"
+}
+
+# the verdict of a row from the client's log: appends a table row and sets row_ok
+failed=0
+verdict() {
+  local name=$1 kind=$2 clog=$3 crc=$4 t_fault=$5 stats=$6
+  local result verified mism survived newc qps causes closes="" worst=0 ok=1 why=""
+  result=$(grep '^RESULT' "$clog")
+  verified=$(sed -n 's/.*verifiedBytes=\([0-9]*\).*/\1/p' <<<"$result")
+  mism=$(sed -n 's/.*mismatches=\([0-9]*\).*/\1/p' <<<"$result")
+  survived=$(sed -n 's/.*survived=\([0-9]*\).*/\1/p' <<<"$result")
+  mbps=$(sed -n 's/.*MBps=\([0-9.]*\).*/\1/p' <<<"$result")
+  newc=$(sed -n 's/^NEWCLIENT //p' "$clog")
+  qps=$(sed -n 's/^CLIENT-QPS //p' "$clog")
+  causes=$(sed -n 's/^STREAM .* cause=\(.*\) metric=.*/\1/p' "$clog" | sort | uniq -c | sed 's/^ *//' | paste -sd';')
+  local pending
+  pending=$(sed -n 's/^STREAM .* writesPending=\([0-9]*\).*/\1/p' "$clog" | awk '{ s += $1 } END { print s + 0 }')
+  if [ -n "$t_fault" ]; then
+    local c
+    for c in $(sed -n 's/^STREAM .* closed=\([0-9]*\) .*/\1/p' "$clog"); do
+      local d=$((c - t_fault))
+      closes="$closes${closes:+,}$d"
+      [ $d -gt $worst ] && worst=$d
+    done
+  fi
+  [ -n "$result" ] || { ok=0; why="$why no RESULT (exit $crc);"; }
+  [ "${mism:-1}" = 0 ] || { ok=0; why="$why mismatches;"; }
+  [ "${pending:-1}" = 0 ] || { ok=0; why="$why $pending write promises never completed;"; }
+  [ "${qps:-1}" = 0 ] || { ok=0; why="$why client QPs left ${qps:-?};"; }
+  grep -q 'LEAK:' "$clog" && { ok=0; why="$why Netty leak report;"; }
+  ls "$fout"/hs_err* >/dev/null 2>&1 && { ok=0; why="$why JVM crash;"; }
+  case "$kind" in
+    throughput)
+      [ "$survived" = "$streams" ] || { ok=0; why="$why $((streams - ${survived:-0})) streams closed;"; }
+      [[ "$newc" == ok* ]] || { ok=0; why="$why new client failed;"; } ;;
+    close)
+      [ "${survived:-1}" = 0 ] || { ok=0; why="$why $survived streams survived;"; }
+      [ -n "$closes" ] && [ "$worst" -le $((budget_ms + 1000)) ] ||
+        { ok=0; why="$why close after ${worst} ms > budget + 1 s;"; }
+      grep -q '^STREAM .*cause=.*RETRY_EXC_ERR' "$clog" || { ok=0; why="$why cause does not name retry exhaustion;"; }
+      [[ "$newc" == ok* ]] || { ok=0; why="$why new client failed;"; } ;;
+    degrade)
+      [[ "$newc" == ok* || "$newc" == FAILED*[Mm]em* ]] || { ok=0; why="$why new client: $newc;"; } ;;
+    removed)
+      [ "${survived:-1}" = 0 ] || { ok=0; why="$why $survived streams survived;"; }
+      kill -0 "$server_pid" 2>/dev/null || { ok=0; why="$why server JVM gone;"; } ;;
+  esac
+  grep -q 'LEAK:' "$fout/server.log" && { ok=0; why="$why server leak report;"; }
+  local verdict_s="as expected"
+  [ "$ok" = 1 ] || { verdict_s="NOT as expected:$why"; failed=1; }
+  local line
+  line="| $name | ${verified:-?} B, ${mbps:-?} MB/s, ${mism:-?} mismatches | ${survived:-?}/$streams"
+  line="$line | ${closes:--} | ${causes:-?} | new client: ${newc:-?} | client QPs ${qps:-?}, pending promises"
+  line="$line ${pending:-?}; server ${stats#STATS } | $verdict_s |"
+  echo "$line" >>"$fout/table.md"
+  log "$line"
+}
+
+# perftest between the two devices under 1 % loss: what the verbs alone (RDMA WRITE and SEND of 64 KiB, RC)
+# do with the same loss, without the transport
+verbs_row() {
+  local t ok_all=1 res="" rc
+  log "row verbs-loss1"
+  for t in ib_write_bw ib_send_bw; do
+    timeout -k 5 120 $t -d $srv_dev -F -s 65536 -n 2000 >"$fout/$t-server.log" 2>&1 &
+    local spid=$!
+    sleep 3
+    timeout -k 5 110 $t -d $cli_dev -F -s 65536 -n 2000 $srv_addr >"$fout/$t-client.log" 2>&1
+    rc=$?
+    wait $spid
+    local err
+    err=$(cat "$fout/$t-client.log" "$fout/$t-server.log" | grep -m1 -i 'status\|error\|failed' | tr -s ' |' ' ')
+    if [ "$rc" = 0 ]; then
+      res="$res $t: $(awk 'found { print $4 " MB/s"; exit } /#bytes/ { found = 1 }' "$fout/$t-client.log");"
+    else
+      ok_all=0
+      res="$res $t: FAILED (exit $rc${err:+, $err});"
+    fi
+  done
+  echo "| verbs-loss1 | perftest 64 KiB x 2000 under 1 % loss:$res | - | - | - | - | - |" \
+    "$([ $ok_all = 1 ] && echo 'as expected' || echo 'NOT as expected: the verbs alone fail') |" >>"$fout/table.md"
+  [ $ok_all = 1 ] || failed=1
+}
+
+echo "| row | bytes verified, throughput, mismatches | streams survived | close after fault (ms) | cause |" \
+  "recovery | leaks (after the row) | verdict |" >"$fout/table.md"
+echo "|---|---|---|---|---|---|---|---|" >>"$fout/table.md"
+ulimit -l unlimited
+if ! setup_net >"$fout/setup.log" 2>&1; then
+  cat "$fout/setup.log"
+  echo "| setup | FAILED: namespaces, veth or rdma link add (setup.log) |" >>"$fout/table.md"
+  exit 1
+fi
+rdma link show >>"$fout/setup.log" 2>&1
+if ! start_server; then
+  echo "| setup | FAILED: the server did not start (server.log) |" >>"$fout/table.md"
+  cat "$fout/server.log"
+  exit 1
+fi
+log "server on $srv_addr:$port; rows: $rows; budget $budget_ms ms (ACK_TIMEOUT $ack_timeout, RETRY_COUNT $retry_count)"
+part_ms=$((budget_ms * 2))
+part_s=$(awk -v m=$part_ms 'BEGIN { printf "%.3f", m / 1000 }')
+for r in $rows; do
+  client_prefix=""
+  case "$r" in
+    clean) run_row clean throughput "" "" 0 ;;
+    loss1) shape loss 1%; run_row loss1 throughput "" "" 0; shape off ;;
+    loss5) shape loss 5%; run_row loss5 throughput "" "" 0; shape off ;;
+    reorder) shape delay 2ms reorder 25% 50%; run_row reorder throughput "" "" 0; shape off ;;
+    delay) shape delay 10ms 5ms distribution normal; run_row delay throughput "" "" 0; shape off ;;
+    duplicate) shape duplicate 2%; run_row duplicate throughput "" "" 0; shape off ;;
+    partition-short) run_row partition-short throughput "shape loss 100%" "shape off" 1 ;;
+    partition-long) run_row partition-long close "shape loss 100%" "shape off" "$part_s" ;;
+    link-down) # the routes through the link go with it: back with it
+      run_row link-down close "ip link set $srv_if down" "ip link set $srv_if up; routes" "$part_s" ;;
+    memlock)
+      # root holds CAP_IPC_LOCK, which the kernel's pinning checks before RLIMIT_MEMLOCK: drop it, then 16 MiB
+      mkdir -p "$fout/bin"
+      printf '#!/bin/bash\nulimit -l 16384 && exec "$@"\n' >"$fout/bin/memlock16m"
+      chmod +x "$fout/bin/memlock16m"
+      client_prefix="setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock $fout/bin/memlock16m"
+      run_row memlock degrade "" "" 0 ;;
+    device-delete)
+      run_row device-delete removed \
+        "(t0=\$(now_ms); timeout 60 rdma link delete $srv_dev; echo \"rdma link delete: exit \$? after \$((\$(now_ms) - t0)) ms\" >>$fout/device-delete.txt) & delete_pid=\$!" \
+        "" 0
+      [ -n "${delete_pid:-}" ] && wait "$delete_pid" # not a bare wait: the server runs in the background too
+      cat "$fout/device-delete.txt" 2>/dev/null ;;
+    verbs-loss1) shape loss 1%; verbs_row; shape off ;;
+    *) echo "| $r | unknown row |" >>"$fout/table.md"; failed=1 ;;
+  esac
+done
+exec 7>&-
+timeout 60 tail --pid=$server_pid -f /dev/null || kill -9 $server_pid 2>/dev/null
+wait $server_pid
+echo "server exit status $?" >>"$fout/server.log"
+grep -q '^STOPPED' "$fout/server.log" || echo "| server | did not stop cleanly (server.log) |" >>"$fout/table.md"
+rdma link show >"$fout/rdma-link-after.txt" 2>&1
+cat "$fout/table.md"
+exit $failed

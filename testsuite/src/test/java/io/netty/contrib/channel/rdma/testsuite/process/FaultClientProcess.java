@@ -1,0 +1,268 @@
+package io.netty.contrib.channel.rdma.testsuite.process;
+
+import io.netty.bootstrap.Bootstrap;
+import io.netty.buffer.ByteBuf;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.ChannelOption;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.netty.contrib.channel.rdma.RdmaChannel;
+import io.netty.contrib.channel.rdma.RdmaChannelOption;
+import io.netty.contrib.channel.rdma.RdmaIoHandler;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * The client of the fault matrix (testsuite/rxe-vm/faults.sh), one JVM per row:
+ * {@code FaultClientProcess HOST PORT SECONDS ACK_TIMEOUT RETRY_COUNT STREAMS}. Opens {@code STREAMS} echo
+ * channels to a {@link FaultServerProcess} and streams through each, for {@code SECONDS}, writes of random sizes
+ * (1 B to 256 KiB: SENDs and ring writes) of a byte stream every position of which is a function of the stream
+ * and the position, so a lost, duplicated or reordered byte shows as a mismatch at its offset; at most 2 MiB is
+ * in flight per stream. Then it stops writing, waits up to 30 s for the rest of the echo, closes, and opens one
+ * new channel that echoes 64 KiB (the server still answers). Prints, one a line:
+ * {@code STREAMING <epoch ms>} once every stream is connected; {@code STREAM <i> sent=<bytes> verified=<bytes>
+ * mismatch=<offset or none> closed=<epoch ms or open> writesFailed=<n> writesPending=<n> cause=<...>} per stream;
+ * {@code NEWCLIENT ok|FAILED <ms or cause>}; {@code CLIENT-QPS <queue pairs left on the loop>};
+ * {@code RESULT ...} with the totals. Exit code 0 when it got that far (the verdict is the script's).
+ */
+public final class FaultClientProcess {
+    private static final int WINDOW = 2 << 20;
+    private static final int MAX_WRITE = 256 << 10;
+
+    private FaultClientProcess() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        if (args.length != 6) {
+            System.err.println("usage: FaultClientProcess HOST PORT SECONDS ACK_TIMEOUT RETRY_COUNT STREAMS");
+            System.exit(2);
+        }
+        String host = args[0];
+        int port = Integer.parseInt(args[1]);
+        long seconds = Long.parseLong(args[2]);
+        int ackTimeout = Integer.parseInt(args[3]);
+        int retryCount = Integer.parseInt(args[4]);
+        int count = Integer.parseInt(args[5]);
+        EventLoopGroup group = new MultiThreadIoEventLoopGroup(1, RdmaIoHandler.newFactory());
+        try {
+            Bootstrap b = new Bootstrap().group(group).channel(RdmaChannel.class)
+                    .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, 120_000)
+                    .option(RdmaChannelOption.ACK_TIMEOUT, ackTimeout)
+                    .option(RdmaChannelOption.RETRY_COUNT, retryCount);
+            List<Stream> streams = new ArrayList<>();
+            for (int i = 0; i < count; i++) {
+                Stream s = new Stream(i);
+                b.clone().handler(s).connect(host, port).sync();
+                streams.add(s);
+            }
+            long start = System.currentTimeMillis();
+            print("STREAMING " + start);
+            for (Stream s : streams) {
+                s.channel.eventLoop().execute(s::pump);
+            }
+            Thread.sleep(TimeUnit.SECONDS.toMillis(seconds));
+            long stop = System.currentTimeMillis();
+            for (Stream s : streams) {
+                s.channel.eventLoop().execute(s::stopWriting);
+            }
+            long elapsedMs = stop - start;
+            long verifiedTotal = 0;
+            int survived = 0;
+            int mismatches = 0;
+            for (Stream s : streams) {
+                try {
+                    s.drained.get(30, TimeUnit.SECONDS);
+                } catch (Exception e) {
+                    // reported below: a stream that closed or never drained
+                }
+                long closedAt = s.closedAt; // before our own close below
+                boolean open = s.channel.isActive() && closedAt == 0;
+                if (open && s.mismatch < 0 && s.verified == s.sent) {
+                    survived++;
+                }
+                s.channel.close().await(30, TimeUnit.SECONDS);
+                mismatches += s.mismatch >= 0 ? 1 : 0;
+                verifiedTotal += s.verified;
+                print("STREAM " + s.index + " sent=" + s.sent + " verified=" + s.verified + " mismatch="
+                        + (s.mismatch < 0 ? "none" : Long.toString(s.mismatch)) + " closed="
+                        + (closedAt == 0 ? "open" : Long.toString(closedAt)) + " writesFailed="
+                        + s.writesFailed.get() + " writesPending=" + (s.writes.get() - s.writesDone.get())
+                        + " cause=" + (s.cause == null ? "none" : describe(s.cause))
+                        + " metric=" + ((RdmaChannel) s.channel).metric().toString().replace(' ', '_'));
+            }
+            print("NEWCLIENT " + newClient(b, host, port));
+            Thread.sleep(500); // the closes' queue pairs are destroyed on the loop
+            print("CLIENT-QPS " + RdmaIoHandler.metric(group.next()).queuePairs());
+            print(String.format("RESULT streams=%d survived=%d verifiedBytes=%d mismatches=%d seconds=%.1f "
+                    + "MBps=%.2f", count, survived, verifiedTotal, mismatches, elapsedMs / 1000.0,
+                    verifiedTotal / 1e6 / (elapsedMs / 1000.0)));
+        } finally {
+            group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
+        }
+    }
+
+    /** One fresh channel echoing 64 KiB, verified: {@code ok <ms>} or {@code FAILED <cause>}. */
+    private static String newClient(Bootstrap b, String host, int port) {
+        long t0 = System.nanoTime();
+        Stream s = new Stream(99);
+        s.limit = 64 << 10;
+        try {
+            ChannelFuture f = b.clone().option(ChannelOption.CONNECT_TIMEOUT_MILLIS, 30_000).handler(s)
+                    .connect(host, port);
+            if (!f.await(40, TimeUnit.SECONDS) || !f.isSuccess()) {
+                return "FAILED connect: " + (f.cause() == null ? "timed out" : describe(f.cause()));
+            }
+            s.channel.eventLoop().execute(s::pump);
+            s.drained.get(30, TimeUnit.SECONDS);
+            s.channel.close().await(10, TimeUnit.SECONDS);
+            if (s.mismatch >= 0 || s.verified != s.limit) {
+                return "FAILED echo: verified " + s.verified + " of " + s.limit + " mismatch " + s.mismatch;
+            }
+            return "ok " + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0) + "ms";
+        } catch (Exception e) {
+            s.channel.close();
+            return "FAILED " + describe(s.cause != null ? s.cause : e);
+        }
+    }
+
+    static String describe(Throwable t) {
+        StringBuilder sb = new StringBuilder();
+        for (Throwable c = t; c != null && sb.length() < 400; c = c.getCause()) {
+            if (sb.length() > 0) {
+                sb.append(" <- ");
+            }
+            sb.append(c.getClass().getSimpleName()).append(": ").append(c.getMessage());
+        }
+        return sb.toString().replace('\n', ' ');
+    }
+
+    static synchronized void print(String line) {
+        System.out.println(line);
+        System.out.flush();
+    }
+
+    /** The byte at {@code position} of stream {@code index}: one 64-bit mix per 8 positions. */
+    static long word(int index, long wordIndex) {
+        long z = wordIndex * 0x9E3779B97F4A7C15L + index * 0xBF58476D1CE4E5B9L + 1;
+        z = (z ^ (z >>> 30)) * 0xBF58476D1CE4E5B9L;
+        z = (z ^ (z >>> 27)) * 0x94D049BB133111EBL;
+        return z ^ (z >>> 31);
+    }
+
+    static byte at(int index, long position) {
+        return (byte) (word(index, position >>> 3) >>> ((position & 7) << 3));
+    }
+
+    /** One echo stream; every field is touched on its channel's event loop only, except as read after it ends. */
+    private static final class Stream extends ChannelInboundHandlerAdapter {
+        final int index;
+        final Random sizes;
+        final CompletableFuture<Void> drained = new CompletableFuture<>();
+        final AtomicLong writes = new AtomicLong();
+        final AtomicLong writesDone = new AtomicLong();
+        final AtomicLong writesFailed = new AtomicLong();
+        volatile Channel channel;
+        volatile long sent;
+        volatile long verified;
+        volatile long mismatch = -1;
+        volatile long closedAt;
+        volatile Throwable cause;
+        long limit = Long.MAX_VALUE;
+        boolean writing = true;
+
+        Stream(int index) {
+            this.index = index;
+            this.sizes = new Random(index * 31L + 7);
+        }
+
+        @Override
+        public void handlerAdded(ChannelHandlerContext ctx) {
+            channel = ctx.channel();
+        }
+
+        void pump() {
+            Channel ch = channel;
+            boolean wrote = false;
+            while (writing && ch.isActive() && sent < limit && sent - verified < WINDOW) {
+                int size = (int) Math.min(limit - sent, 1 + sizes.nextInt(sizes.nextBoolean() ? 9000 : MAX_WRITE));
+                ByteBuf buf = ch.alloc().directBuffer(size);
+                long p = sent;
+                for (int i = 0; i < size; i++, p++) {
+                    buf.writeByte(at(index, p));
+                }
+                sent += size;
+                writes.incrementAndGet();
+                ch.write(buf).addListener(f -> {
+                    writesDone.incrementAndGet();
+                    if (!f.isSuccess()) {
+                        writesFailed.incrementAndGet();
+                    }
+                });
+                wrote = true;
+            }
+            if (wrote) {
+                ch.flush();
+            }
+            if (sent >= limit) {
+                writing = false;
+            }
+            checkDrained();
+        }
+
+        void stopWriting() {
+            writing = false;
+            checkDrained();
+        }
+
+        private void checkDrained() {
+            if (!writing && verified == sent) {
+                drained.complete(null);
+            }
+        }
+
+        @Override
+        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+            ByteBuf buf = (ByteBuf) msg;
+            try {
+                long p = verified;
+                int n = buf.readableBytes();
+                if (mismatch < 0) {
+                    for (int i = 0; i < n; i++, p++) {
+                        if (buf.getByte(buf.readerIndex() + i) != at(index, p) || p >= sent) {
+                            mismatch = p;
+                            drained.completeExceptionally(new IllegalStateException("mismatch at " + p));
+                            ctx.close();
+                            return;
+                        }
+                    }
+                    verified = p;
+                }
+            } finally {
+                buf.release();
+            }
+            pump();
+        }
+
+        @Override
+        public void exceptionCaught(ChannelHandlerContext ctx, Throwable t) {
+            if (cause == null) {
+                cause = t;
+            }
+            ctx.close();
+        }
+
+        @Override
+        public void channelInactive(ChannelHandlerContext ctx) {
+            closedAt = System.currentTimeMillis();
+            drained.completeExceptionally(new IllegalStateException("closed after " + verified + " of " + sent
+                    + " bytes"));
+        }
+    }
+}

@@ -1,0 +1,105 @@
+package io.netty.contrib.channel.rdma.testsuite.process;
+
+import io.netty.bootstrap.ServerBootstrap;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.netty.channel.group.ChannelGroup;
+import io.netty.channel.group.DefaultChannelGroup;
+import io.netty.channel.socket.SocketChannel;
+import io.netty.contrib.channel.rdma.RdmaChannelOption;
+import io.netty.contrib.channel.rdma.RdmaIoHandler;
+import io.netty.contrib.channel.rdma.RdmaIoHandlerMetric;
+import io.netty.contrib.channel.rdma.RdmaServerChannel;
+import io.netty.util.concurrent.GlobalEventExecutor;
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * The server of the fault matrix (testsuite/rxe-vm/faults.sh), one JVM for every row:
+ * {@code FaultServerProcess ADDRESS PORT ACK_TIMEOUT}. Echoes every connection, with {@code ACK_TIMEOUT} on its
+ * accepted channels (its own sends' retry timer; the retry count is the client's). Prints {@code PORT <n>} once
+ * listening. Commands on standard input, one a line, each answered with one line:
+ * {@code stats} → {@code STATS channels=<open children> accepted=<n> closed=<n> qps=<queue pairs of the loop>
+ * groups=<queue groups>}; end of input shuts down and prints {@code STOPPED}. Every child that closes is
+ * logged as {@code CHILD-CLOSED <remote> <cause or clean>}.
+ */
+public final class FaultServerProcess {
+    private FaultServerProcess() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        if (args.length != 3) {
+            System.err.println("usage: FaultServerProcess ADDRESS PORT ACK_TIMEOUT");
+            System.exit(2);
+        }
+        EventLoopGroup group = new MultiThreadIoEventLoopGroup(1, RdmaIoHandler.newFactory());
+        ChannelGroup children = new DefaultChannelGroup(GlobalEventExecutor.INSTANCE);
+        AtomicLong accepted = new AtomicLong();
+        AtomicLong closed = new AtomicLong();
+        try {
+            Channel server = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
+                    .childOption(RdmaChannelOption.ACK_TIMEOUT, Integer.parseInt(args[2]))
+                    .childHandler(new ChannelInitializer<SocketChannel>() {
+                        @Override
+                        protected void initChannel(SocketChannel ch) {
+                            accepted.incrementAndGet();
+                            children.add(ch);
+                            ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                                private Throwable cause;
+
+                                @Override
+                                public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                                    ctx.write(msg);
+                                }
+
+                                @Override
+                                public void channelReadComplete(ChannelHandlerContext ctx) {
+                                    ctx.flush();
+                                }
+
+                                @Override
+                                public void exceptionCaught(ChannelHandlerContext ctx, Throwable t) {
+                                    cause = t;
+                                    ctx.close();
+                                }
+
+                                @Override
+                                public void channelInactive(ChannelHandlerContext ctx) {
+                                    closed.incrementAndGet();
+                                    println("CHILD-CLOSED " + ctx.channel().remoteAddress() + " "
+                                            + (cause == null ? "clean" : FaultClientProcess.describe(cause)));
+                                }
+                            });
+                        }
+                    }).bind(args[0], Integer.parseInt(args[1])).sync().channel();
+            println("PORT " + ((InetSocketAddress) server.localAddress()).getPort());
+            BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+            String line;
+            while ((line = in.readLine()) != null) {
+                if (line.trim().equals("stats")) {
+                    RdmaIoHandlerMetric m = RdmaIoHandler.metric(group.next());
+                    println("STATS channels=" + children.size() + " accepted=" + accepted.get() + " closed="
+                            + closed.get() + " qps=" + m.queuePairs() + " groups=" + m.queueGroups()
+                            + " server=" + (server.isActive() ? "listening" : "closed"));
+                }
+            }
+            server.close().sync();
+        } finally {
+            group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
+        }
+        println("STOPPED");
+    }
+
+    static synchronized void println(String line) {
+        System.out.println(line);
+        System.out.flush();
+    }
+}
