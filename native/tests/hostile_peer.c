@@ -585,7 +585,7 @@ static void bad_params(const char *host, const char *port, const char *field) {
     memset(p, 0, sizeof p);
     good_params(p);
     int len = PARAMS_LEN;
-    if (!strcmp(field, "flags")) put16(p + 6, 1);
+    if (!strcmp(field, "flags")) put16(p + 6, 2); /* bit 0 is OWN_QP; bit 1 is reserved */
     else if (!strcmp(field, "recvCredits0")) put32(p + 24, 0);
     else if (!strcmp(field, "recvCredits1")) put32(p + 24, 1);
     else if (!strcmp(field, "recvCreditsHuge")) put32(p + 24, 0xFFFFFFF0u);

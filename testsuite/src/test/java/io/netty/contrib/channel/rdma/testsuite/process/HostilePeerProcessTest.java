@@ -221,7 +221,7 @@ class HostilePeerProcessTest {
     @ParameterizedTest(name = "{0}")
     @Order(2)
     @CsvSource(delimiter = '|', value = {
-            "flags                  | INVALID_PARAMETERS | reserved flags 1 are not 0",
+            "flags                  | INVALID_PARAMETERS | reserved flags 2 are not 0",
             "recvCredits0           | INVALID_PARAMETERS | recvCredits 0 outside 2-4096",
             "recvCredits1           | INVALID_PARAMETERS | recvCredits 1 outside 2-4096",
             "recvCreditsHuge        | INVALID_PARAMETERS | recvCredits 4294967280 outside 2-4096",
