@@ -493,7 +493,7 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed, SendQueue.
     }
 
     @Override
-    public int takeRingCredits() {
+    public int takeReturnedSlabs() {
         return rings.takeOwed();
     }
 

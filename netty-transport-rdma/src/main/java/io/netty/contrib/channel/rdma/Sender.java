@@ -42,7 +42,7 @@ final class Sender {
         int takeReceiveCredits();
 
         /** Slabs of this side's ring bound again since the last message, bit k for slab k. */
-        int takeRingCredits();
+        int takeReturnedSlabs();
     }
 
     private final SendQueue sends;
@@ -110,10 +110,10 @@ final class Sender {
     }
 
     /** Credits the peer returned in a message's header. */
-    void granted(int receiveCredits, int ringCredits) {
+    void granted(int receiveCredits, int returnedSlabs) {
         if (window != null) {
-            window.grant(receiveCredits, ringCredits);
-        } else if (ringCredits != 0) {
+            window.grant(receiveCredits, returnedSlabs);
+        } else if (returnedSlabs != 0) {
             throw new ProtocolException("ring slabs returned before the connection was established");
         } else {
             earlyReceiveCredits += receiveCredits;
@@ -506,8 +506,8 @@ final class Sender {
     /** Fills the next send's header, with the credits and flags this side owes the peer. */
     private void writeHeader(byte type, int flags) {
         int receiveCredits = owed.takeReceiveCredits();
-        int ringCredits = owed.takeRingCredits();
-        sends.nextHeader(header).write(type, flags | ringSeenFlag(), receiveCredits, ringCredits);
+        int returnedSlabs = owed.takeReturnedSlabs();
+        sends.nextHeader(header).write(type, flags | ringSeenFlag(), receiveCredits, returnedSlabs);
     }
 
     private int ringSeenFlag() {
