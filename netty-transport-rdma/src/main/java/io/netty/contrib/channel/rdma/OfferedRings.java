@@ -9,9 +9,10 @@ import io.netty.contrib.channel.rdma.internal.verbs.ProtectionDomain;
 /**
  * The receive rings one connection offers its peer for large writes (docs/PROTOCOL.md §3), on demand: none while
  * only small messages flow; one, registered when the peer asks for it ({@code FLAG_WANTS_RING}) and withdrawn
- * when it has been idle. Each ring is sized, when offered, by what is left of the loop's {@link RingMemory}; while
- * that is too little, none is offered (large messages go on as SENDs) and the connection asks again later. A ring
- * that is withdrawn retires: writes may still land in it until the peer confirms the RING message that withdrew
+ * when it has been idle, or when it is more than twice its fair share of the loop's {@link RingMemory} while other
+ * connections wait for one. Each ring is sized, when offered, by that share and by what is left; while that is too
+ * little, none is offered (large messages go on as SENDs) and the connection asks again later. A ring that is
+ * withdrawn retires: writes may still land in it until the peer confirms the RING message that withdrew
  * it, and its memory lives on until the last buffer over it is released.
  *
  * <p>The slabs of a ring ({@link RingSlabs}) go round between the writer and this side: the windows of the slabs

@@ -171,7 +171,10 @@ final class RingArena {
             }
         }
         long blockSize = blockSize(span);
-        if (!mayGrow(blockSize)) {
+        if (mayGrow(blockSize)) {
+            // The empty block kept for the next ring goes if the new one would not fit beside it.
+            dropEmptyIfOver(blockSize);
+        } else {
             throw new IllegalStateException("the loop's ring memory (" + budget.limit() + " bytes, "
                     + budget.registered() + " registered) has no room for a ring of " + span + " bytes");
         }
@@ -220,13 +223,38 @@ final class RingArena {
     }
 
     private boolean mayGrow(long blockSize) {
-        // A block beyond the ring memory only for the first ring of a loop whose limit is below one block.
-        if (budget.registered() + blockSize > Math.max(budget.limit(), blockSize) || budget.limit() == 0) {
+        // A block beyond the ring memory only for the first ring of a loop whose limit is below one block. An empty
+        // block kept would be given back for it.
+        if (budget.registered() - emptyBytes() + blockSize > Math.max(budget.limit(), blockSize)
+                || budget.limit() == 0) {
             return false;
         }
         PinnedMemory.Snapshot pinned = PinnedMemory.snapshot();
         // Rings take at most half of what RLIMIT_MEMLOCK leaves: the pool and the queues need the rest.
         return !pinned.limited() || pinned.pinned() + 2 * blockSize <= pinned.limit();
+    }
+
+    private long emptyBytes() {
+        long sum = 0;
+        for (Block b : blocks) {
+            if (b.isEmpty()) {
+                sum += b.size();
+            }
+        }
+        return sum;
+    }
+
+    private void dropEmptyIfOver(long blockSize) {
+        if (budget.registered() + blockSize > Math.max(budget.limit(), blockSize)) {
+            for (int i = blocks.size() - 1; i >= 0; i--) {
+                Block b = blocks.get(i);
+                if (b.isEmpty()) {
+                    blocks.remove(i);
+                    budget.registered(-b.size());
+                    b.close();
+                }
+            }
+        }
     }
 
     private Block register(long size) {
