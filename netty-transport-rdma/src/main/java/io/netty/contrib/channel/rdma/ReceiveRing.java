@@ -36,6 +36,7 @@ final class ReceiveRing extends ExternalRegion {
     static final int MAX_SLABS = 16;
     /** The smallest slab worth cutting. */
     private static final int MIN_SLAB = 16 * 1024;
+    private static final int SLAB_TARGET = Integer.getInteger("io.netty.contrib.rdma.slabTarget", 0);
 
     /** Who hears about buffers over the ring released by the reader. */
     interface Owner {
@@ -110,7 +111,7 @@ final class ReceiveRing extends ExternalRegion {
      * announcing them fits the peer's receive slot ({@code peerSlot} bytes).
      */
     static int slabCount(int size, int slotSize, int peerSlot) {
-        int bySize = size / Math.max(MIN_SLAB, 4 * slotSize);
+        int bySize = size / Math.max(Math.max(MIN_SLAB, 4 * slotSize), SLAB_TARGET);
         int byMessage = (peerSlot - MessageHeader.LENGTH - MessageHeader.RING_FIXED_PAYLOAD) / 4;
         return Math.max(1, Math.min(MAX_SLABS, Math.min(bySize, byMessage)));
     }

@@ -121,6 +121,9 @@ final class RingArena {
         }
     }
 
+    private static final RefusalLog REFUSALS = new RefusalLog(
+            io.netty.util.internal.logging.InternalLoggerFactory.getInstance(RingArena.class), "receive rings");
+
     private final ProtectionDomain pd;
     private final PageMode pageMode;
     private final RingMemory budget;
@@ -150,7 +153,7 @@ final class RingArena {
                 return true;
             }
         }
-        return mayGrow(blockSize(span));
+        return mayGrow(blockSize(span), size);
     }
 
     /**
@@ -171,7 +174,7 @@ final class RingArena {
             }
         }
         long blockSize = blockSize(span);
-        if (mayGrow(blockSize)) {
+        if (mayGrow(blockSize, size)) {
             // The empty block kept for the next ring goes if the new one would not fit beside it.
             dropEmptyIfOver(blockSize);
         } else {
@@ -222,7 +225,7 @@ final class RingArena {
         return span <= BLOCK ? BLOCK : (span + BLOCK - 1) / BLOCK * BLOCK;
     }
 
-    private boolean mayGrow(long blockSize) {
+    private boolean mayGrow(long blockSize, long ringSize) {
         // A block beyond the ring memory only for the first ring of a loop whose limit is below one block. An empty
         // block kept would be given back for it.
         if (budget.registered() - emptyBytes() + blockSize > Math.max(budget.limit(), blockSize)
@@ -231,7 +234,16 @@ final class RingArena {
         }
         PinnedMemory.Snapshot pinned = PinnedMemory.snapshot();
         // Rings take at most half of what RLIMIT_MEMLOCK leaves: the pool and the queues need the rest.
-        return !pinned.limited() || pinned.pinned() + 2 * blockSize <= pinned.limit();
+        if (!pinned.limited() || pinned.pinned() + 2 * blockSize <= pinned.limit()) {
+            return true;
+        }
+        // Every connection that asks meanwhile is refused the same way: one line and a count.
+        REFUSALS.log(RefusalLog.Kind.RING_FAILED, "no receive ring of " + ringSize + " bytes offered: another "
+                + MemoryRegistrationException.formatSize(blockSize) + " of ring memory would leave less than half of"
+                + " what RLIMIT_MEMLOCK allows unpinned (" + pinned + "); large messages go on as SENDs. Raise it"
+                + " with ulimit -l, LimitMEMLOCK= in the systemd unit, or --ulimit memlock=-1 in docker (or grant"
+                + " CAP_IPC_LOCK)", null);
+        return false;
     }
 
     private long emptyBytes() {
