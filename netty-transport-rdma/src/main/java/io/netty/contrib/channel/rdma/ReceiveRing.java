@@ -36,7 +36,11 @@ final class ReceiveRing extends ExternalRegion {
     static final int MAX_SLABS = 16;
     /** The smallest slab worth cutting. */
     private static final int MIN_SLAB = 16 * 1024;
-    private static final int SLAB_TARGET = Integer.getInteger("io.netty.contrib.rdma.slabTarget", 0);
+    /**
+     * The slab size a large ring is cut into: fewer, larger slabs make fewer ring writes, invalidations and binds
+     * per byte (a 1 MiB ring in four slabs streamed 1 MiB messages 1.4-2.3 times as fast as in sixteen, in one JVM).
+     */
+    private static final int SLAB_TARGET = 256 * 1024;
 
     /** Who hears about buffers over the ring released by the reader. */
     interface Owner {
@@ -106,12 +110,14 @@ final class ReceiveRing extends ExternalRegion {
     }
 
     /**
-     * How many slabs a ring of {@code size} bytes is cut into: slabs of at least {@link #MIN_SLAB} and four receive
-     * slots (a ring write is larger than a slot), at most {@link #MAX_SLABS} and as many as the RING message
-     * announcing them fits the peer's receive slot ({@code peerSlot} bytes).
+     * How many slabs a ring of {@code size} bytes is cut into: one per {@link #SLAB_TARGET} bytes, but four where
+     * slabs of at least {@link #MIN_SLAB} and four receive slots (a ring write is larger than a slot) allow it, so
+     * that the writer has slabs to fill while others come back; at most {@link #MAX_SLABS} and as many as the RING
+     * message announcing them fits the peer's receive slot ({@code peerSlot} bytes). A 1 MiB ring has four slabs of
+     * 256 KiB, a 4 MiB ring sixteen, a 128 KiB ring four of 32 KiB.
      */
     static int slabCount(int size, int slotSize, int peerSlot) {
-        int bySize = size / Math.max(Math.max(MIN_SLAB, 4 * slotSize), SLAB_TARGET);
+        int bySize = Math.max(size / SLAB_TARGET, Math.min(4, size / Math.max(MIN_SLAB, 4 * slotSize)));
         int byMessage = (peerSlot - MessageHeader.LENGTH - MessageHeader.RING_FIXED_PAYLOAD) / 4;
         return Math.max(1, Math.min(MAX_SLABS, Math.min(bySize, byMessage)));
     }
