@@ -91,7 +91,7 @@ class RdmaPinnedMemoryTest {
         assertThat(values.get("pinnedMemoryLimit")).isEqualTo(String.valueOf(LIMIT));
         assertThat(Long.parseLong(values.get("pinnedMemory"))).isBetween(4L << 20, LIMIT);
         // The rings' arena does not even try: a block would leave less than half of the limit unpinned.
-        assertThat(output).as("the loop's log").contains("no receive ring of 1048576 bytes offered")
+        assertThat(output).as("the loop's log").contains("no receive ring of 4194304 bytes offered")
                 .contains("4 MiB pinned (4 MiB in memory regions) of RLIMIT_MEMLOCK 4608 KiB")
                 .contains("RDMA registrations have pinned 89 % of RLIMIT_MEMLOCK");
         assertThat(values.get("oversized")).startsWith("memory registration of 2 MiB failed")
