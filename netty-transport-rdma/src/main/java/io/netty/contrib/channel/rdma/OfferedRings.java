@@ -9,9 +9,10 @@ import io.netty.contrib.channel.rdma.internal.verbs.ProtectionDomain;
 /**
  * The receive rings one connection offers its peer for large writes (docs/PROTOCOL.md §3), on demand: none while
  * only small messages flow; one, registered when the peer asks for it ({@code FLAG_WANTS_RING}) and withdrawn
- * when it has been idle. Each ring is sized, when offered, by what is left of the loop's {@link RingMemory}; while
- * that is too little, none is offered (large messages go on as SENDs) and the connection asks again later. A ring
- * that is withdrawn retires: writes may still land in it until the peer confirms the RING message that withdrew
+ * when it has been idle, or when it is more than twice its fair share of the loop's {@link RingMemory} while other
+ * connections wait for one. Each ring is sized, when offered, by that share and by what is left; while that is too
+ * little, none is offered (large messages go on as SENDs) and the connection asks again later. A ring that is
+ * withdrawn retires: writes may still land in it until the peer confirms the RING message that withdrew
  * it, and its memory lives on until the last buffer over it is released.
  *
  * <p>The slabs of a ring ({@link RingSlabs}) go round between the writer and this side: the windows of the slabs
@@ -47,12 +48,22 @@ final class OfferedRings {
     private ReceiveRing retired;
     /** The peer may still write to {@link #retired}: it has not yet confirmed the RING that replaced it. */
     private boolean retiredMayReceive;
+    /**
+     * The peer has not yet confirmed the last RING message (RING_SEEN, or a write into the ring it offered). A
+     * RING_SEEN names no message, so no other RING goes out meanwhile: it would be taken as confirmed by the
+     * RING_SEEN of the one before, and the peer's writes to the ring it still knows refused.
+     */
+    private boolean unconfirmed;
     /** The generation bit of writes to the ring offered now. */
     private boolean generation;
     /** The peer has a large write waiting and this side offers no ring: offer one. */
     private boolean wanted;
     /** The ring received nothing for a while: withdraw it. */
     private boolean idle;
+    /** {@link #announceDue()} decided to withdraw the current ring (idle, or more than its share). */
+    private boolean withdraw;
+    /** What this connection counts as in the loop's ring demand: 0 none, 1 waiting for a ring, 2 having one. */
+    private int demand;
     private long arrivalsAtCheck;
     /** Why the last ring registration failed, if it did; no more rings are offered. */
     private RuntimeException failure;
@@ -79,6 +90,16 @@ final class OfferedRings {
     void peerWantsRing() {
         if (current == null && size > 0 && failure == null) {
             wanted = true;
+            countDemand();
+        }
+    }
+
+    /** Tells the loop's ring memory whether this connection has a ring, waits for one, or neither. */
+    private void countDemand() {
+        int now = current != null ? 2 : wanted ? 1 : 0;
+        if (now != demand) {
+            memory.demand(demand, now);
+            demand = now;
         }
     }
 
@@ -111,6 +132,7 @@ final class OfferedRings {
 
     /** The peer confirmed the last RING ({@code FLAG_RING_SEEN}): nothing more lands in the retired ring. */
     void peerLeftRetired() {
+        unconfirmed = false;
         if (retiredMayReceive) {
             retiredMayReceive = false;
             // Its last slab is closed: invalidated like any other before its writes are delivered. The windows go
@@ -122,11 +144,12 @@ final class OfferedRings {
 
     /**
      * Whether to send a RING message: a ring is wanted, or the current one is idle. Never while the peer may still
-     * write to a retired ring: there is one generation bit, so two rings at most; nor, for a ring asked for, while
-     * the loop's ring memory has too little left for one.
+     * write to a retired ring: there is one generation bit, so two rings at most; nor while the last RING is
+     * unconfirmed; nor, for a ring asked for, while the loop's ring memory has too little left for one; nor for an
+     * idle ring that received writes since it was found idle.
      */
     boolean announceDue() {
-        if (retiredMayReceive || current != null && retired != null
+        if (unconfirmed || retiredMayReceive || current != null && retired != null
                 && (retired.slabs.closedPending() || retired.slabs.invalidating())) {
             // A withdrawal would retire the current ring while the retired one still has writes to deliver.
             return false;
@@ -136,9 +159,14 @@ final class OfferedRings {
                 return false;
             }
             nextSize = memory.sizeFor(size, minimum);
-            return nextSize > 0;
+            return nextSize > 0 && (pdWide || memory.arena(pd, alloc.pool().pageMode()).fits(nextSize));
         }
-        return idle;
+        if (idle && current.arrivals != arrivalsAtCheck) {
+            idle = false;
+        }
+        // A ring far above its share while others wait: withdrawn, offered again at its share when next asked.
+        withdraw = idle || memory.oversized(current.size, minimum);
+        return withdraw;
     }
 
     /**
@@ -149,7 +177,7 @@ final class OfferedRings {
      * @throws RuntimeException when the ring cannot be allocated or registered
      */
     ReceiveRing next(int peerSlot) {
-        if (idle) {
+        if (current != null && withdraw) {
             return null;
         }
         int ringSize = nextSize != 0 ? nextSize : memory.sizeFor(size, minimum);
@@ -162,6 +190,7 @@ final class OfferedRings {
         } catch (RuntimeException e) {
             failure = e;
             wanted = false;
+            countDemand();
             throw e;
         }
     }
@@ -175,8 +204,11 @@ final class OfferedRings {
         }
         generation = !generation;
         current = next;
+        unconfirmed = true;
         wanted = false;
         idle = false;
+        withdraw = false;
+        countDemand();
         nextSize = 0;
     }
 
@@ -303,7 +335,8 @@ final class OfferedRings {
         if (r == null) {
             return false;
         }
-        boolean unused = r.arrivals == arrivalsAtCheck && r.slabs.quiet() && r.heldSlabs == 0;
+        // A ring the peer has not confirmed yet may simply not have been written to yet.
+        boolean unused = !unconfirmed && r.arrivals == arrivalsAtCheck && r.slabs.quiet() && r.heldSlabs == 0;
         arrivalsAtCheck = r.arrivals;
         if (unused) {
             idle = true;
@@ -327,6 +360,8 @@ final class OfferedRings {
             current.unref();
             current = null;
         }
+        wanted = false;
+        countDemand();
         if (retired != null && retiredMayReceive) {
             retiredMayReceive = false;
             retired.unref();

@@ -41,7 +41,7 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
     /** Credits a connection starts with (or {@link RdmaChannelOption#RECEIVE_CREDITS} if fewer). */
     static final int INITIAL_RECEIVE_CREDITS = 4;
     static final int DEFAULT_RECEIVE_SLOT_SIZE = 8192;
-    static final int DEFAULT_RING_SIZE = 1 << 20;
+    static final int DEFAULT_RING_SIZE = 4 << 20;
     static final int DEFAULT_SEND_QUEUE_DEPTH = 64;
     static final int DEFAULT_MAX_INLINE_DATA = 128;
     static final int DEFAULT_WRITE_COALESCE_THRESHOLD = 2048;

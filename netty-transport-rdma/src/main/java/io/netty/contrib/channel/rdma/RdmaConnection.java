@@ -456,7 +456,7 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed, SendQueue.
         if (next == null) {
             sends.sendRing(0, 0, null, 0, 0);
         } else {
-            sends.sendRing(next.mr.addr(), (int) next.size, next.rkeys, next.slabs.count(),
+            sends.sendRing(next.memory.address(), (int) next.size, next.rkeys, next.slabs.count(),
                     next.hasWindows() ? 0 : MessageHeader.RING_FIXED_RKEYS);
         }
         sends.post();

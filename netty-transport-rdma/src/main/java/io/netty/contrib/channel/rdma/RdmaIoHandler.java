@@ -724,6 +724,8 @@ public final class RdmaIoHandler implements IoHandler {
             }
         }
         deviceQueues.clear();
+        // Before the devices go: rings' blocks nobody holds are deregistered.
+        ringMemory.close();
         if (completions != null) {
             completions.close();
         }

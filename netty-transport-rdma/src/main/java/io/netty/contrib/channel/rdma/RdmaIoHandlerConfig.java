@@ -27,7 +27,7 @@ public final class RdmaIoHandlerConfig {
     static final int DEFAULT_COMPLETION_QUEUE_SIZE = 1 << 20;
     static final int DEFAULT_SHARED_RECEIVE_QUEUE_SIZE = 8192;
     static final int DEFAULT_POLL_BATCH = 64;
-    static final long DEFAULT_RING_MEMORY = 16L << 20;
+    static final long DEFAULT_RING_MEMORY = 64L << 20;
     static final long DEFAULT_MEMORY_RELEASE_DELAY_MILLIS = 5000;
 
     private long spinNanos = DEFAULT_SPIN_NANOS;
@@ -134,17 +134,18 @@ public final class RdmaIoHandlerConfig {
     }
 
     /**
-     * The most memory the receive rings of the loop's connections pin together (registered for their peers' ring
-     * writes), however many connections stream at once: what the loop's peers can make it pin through rings. A
-     * ring is sized when it is offered: the whole {@link RdmaChannelOption#RING_SIZE} while that fits and no other
-     * ring is pinned, else at most half of what is left; a connection for which less than 64 KiB (or eight receive
-     * slots) would be left gets none until rings are given back (idle rings are withdrawn after a second): its
-     * large messages go on as SENDs. 0 offers no rings. Default 16 MiB: sixteen whole rings of the default size.
-     * Closed connections keep their ring until their last sends completed or their peer disconnected (at most ten
-     * seconds), so a loop whose connections come and go quickly holds some of it for them. Less pays when many
-     * connections stream large messages at once and the caches are small: eight connections streaming 1 MiB messages
-     * between two JVMs on the software device ran 30–40 % faster with 4 MiB (smaller rings) than with eight whole
-     * rings.
+     * The most memory the receive rings of the loop's connections take together (carved from blocks registered for
+     * their peers' ring writes), however many connections stream at once: what the loop's peers can make it pin
+     * through rings. Blocks are registered as rings are asked for, and only while they leave half of what
+     * {@code RLIMIT_MEMLOCK} allows unpinned (where it applies). Rings share it fairly: a new ring gets at most this
+     * memory over the number of connections that have or want a ring (a power of two, and at most the
+     * {@link RdmaChannelOption#RING_SIZE}); a ring more than twice its share while others wait for one is withdrawn
+     * and offered again at its share; a connection for which less than 64 KiB (or eight receive slots) would be left
+     * gets none until rings are given back (idle rings are withdrawn after a second): its large messages go on as
+     * SENDs. 0 offers no rings. Default 64 MiB: 64 whole rings of the default size, or 128 KiB for each of 500
+     * connections streaming at once. Closed connections keep their ring until their last sends completed or their
+     * peer disconnected (at most ten seconds), so a loop whose connections come and go quickly holds some of it for
+     * them.
      */
     public RdmaIoHandlerConfig ringMemory(long ringMemory) {
         this.ringMemory = checkPositiveOrZero(ringMemory, "ringMemory");

@@ -83,12 +83,20 @@ public final class RdmaIoHandlerMetric {
     }
 
     /**
-     * Bytes of receive rings the loop's connections have registered now (offered, retired, or kept by buffers the
-     * application holds): at most {@link RdmaIoHandlerConfig#ringMemory()}, but for the replacement ring of a
-     * zero-copy connection whose ring is pinned by held buffers.
+     * Bytes of receive rings the loop's connections have now (offered, retired, or kept by buffers the application
+     * holds): at most {@link RdmaIoHandlerConfig#ringMemory()}.
      */
     public long ringMemory() {
         return handler.ringMemory().pinned();
+    }
+
+    /**
+     * Bytes registered for the loop's receive rings: its arenas' blocks (one is kept when empty) and the rings of
+     * their own (PD-wide rkeys). At most {@link RdmaIoHandlerConfig#ringMemory()} but for a first block above a
+     * smaller limit.
+     */
+    public long ringMemoryRegistered() {
+        return handler.ringMemory().registered();
     }
 
     /**
@@ -118,6 +126,7 @@ public final class RdmaIoHandlerMetric {
                 + queueGroups() + ", queuePairs=" + queuePairs() + ", completionQueueEntries="
                 + completionQueueEntries() + ", completionQueueReserved=" + completionQueueReserved()
                 + ", receiveCreditsGranted=" + receiveCreditsGranted() + ", ringMemory=" + ringMemory()
+                + ", ringMemoryRegistered=" + ringMemoryRegistered()
                 + ", pinnedMemory=" + pinnedMemory() + ", pinnedMemoryLimit=" + pinnedMemoryLimit() + '}';
     }
 }

@@ -1,14 +1,24 @@
 package io.netty.contrib.channel.rdma;
 
+import io.netty.contrib.channel.rdma.internal.memory.PageMode;
+import io.netty.contrib.channel.rdma.internal.verbs.ProtectionDomain;
+
+import java.util.IdentityHashMap;
+import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * The receive-ring memory of one loop's connections together, bounded by {@link RdmaIoHandlerConfig#ringMemory}:
- * what the loop's peers can make it pin through rings, whatever their number. A ring is sized when it is offered:
- * a whole {@code RING_SIZE} while it fits and no other ring is pinned, else at most half of what is left, so that
- * later connections still get one; none when that is under the connection's minimum (its large messages go on as
- * SENDs, and it gets a ring once others have given theirs back). Rings are reserved on the loop thread; a ring's
- * memory may be freed on another (the last buffer over it released there), hence the atomic.
+ * what the loop's peers can make it pin through rings, whatever their number. Rings are carved from one
+ * {@link RingArena} per protection domain, which registers blocks as rings are asked for.
+ *
+ * <p>Rings share the memory fairly among the connections that stream: a new ring gets at most the loop's ring
+ * memory divided by the connections that have or want a ring (a power of two), at most what is left, and none
+ * when that is under the connection's minimum (its large messages go on as SENDs, and it gets a ring once others
+ * have given theirs back). A ring more than twice its fair share while others wait for one is
+ * {@linkplain #oversized withdrawn}, and offered again at its share when its peer next asks. Sizes are decided on
+ * the loop thread; a ring's memory may be freed on another (the last buffer over it released there), hence the
+ * atomics.
  */
 final class RingMemory {
     /** The smallest ring worth offering: its slabs (several receive slots each) beat slot-sized SENDs. */
@@ -16,10 +26,43 @@ final class RingMemory {
     private static final int PAGE = 4096;
 
     private final long limit;
+    /** Bytes of rings alive (current, retired, held). */
     private final AtomicLong pinned = new AtomicLong();
+    /** Bytes registered in the arenas' blocks and dedicated rings. */
+    private final AtomicLong registered = new AtomicLong();
+    /** Connections that have a ring now. */
+    private int holding;
+    /** Connections that asked for a ring and have none. */
+    private int waiting;
+    private final Map<ProtectionDomain, RingArena> arenas = new IdentityHashMap<>();
 
     RingMemory(long limit) {
         this.limit = limit;
+    }
+
+    /** The arena on {@code pd} (created on first use). Loop thread. */
+    RingArena arena(ProtectionDomain pd, PageMode pageMode) {
+        return arenas.computeIfAbsent(pd, p -> new RingArena(p, pageMode, this));
+    }
+
+    /** A connection moved between having no ring (0), waiting for one (1) and having one (2). Loop thread. */
+    void demand(int from, int to) {
+        count(from, -1);
+        count(to, 1);
+    }
+
+    private void count(int state, int delta) {
+        if (state == 1) {
+            waiting += delta;
+        } else if (state == 2) {
+            holding += delta;
+        }
+    }
+
+    /** What each streaming connection's ring may have: the limit over the connections that have or want one. */
+    long share() {
+        long share = limit / Math.max(1, holding + waiting);
+        return share < PAGE ? share & -PAGE : Long.highestOneBit(share);
     }
 
     /**
@@ -28,8 +71,13 @@ final class RingMemory {
      */
     int sizeFor(int wanted, int minimum) {
         long left = limit - pinned.get();
-        long size = Math.min(wanted, pinned.get() == 0 ? left : left / 2) & -PAGE;
+        long size = Math.min(Math.min(wanted, share()), left) & -PAGE;
         return size >= Math.min(minimum, wanted) && size > 0 ? (int) size : 0;
+    }
+
+    /** Whether a ring of {@code size} bytes should make room for connections waiting for one. */
+    boolean oversized(long size, int minimum) {
+        return waiting > 0 && size > 2 * share() && size > minimum;
     }
 
     void reserve(long bytes) {
@@ -40,12 +88,27 @@ final class RingMemory {
         pinned.addAndGet(-bytes);
     }
 
-    /** Bytes of rings registered now (current, retired and those kept alive by held buffers). */
+    /** Bytes registered for rings changed by {@code delta}. */
+    void registered(long delta) {
+        registered.addAndGet(delta);
+    }
+
+    /** Bytes of rings alive now (current, retired and those kept alive by held buffers). */
     long pinned() {
         return pinned.get();
     }
 
+    /** Bytes registered for rings now: the arenas' blocks and rings of their own. */
+    long registered() {
+        return registered.get();
+    }
+
     long limit() {
         return limit;
+    }
+
+    /** The loop ends: blocks no ring uses are deregistered. */
+    void close() {
+        arenas.values().forEach(RingArena::close);
     }
 }

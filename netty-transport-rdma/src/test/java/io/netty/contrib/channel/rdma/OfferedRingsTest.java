@@ -126,6 +126,44 @@ class OfferedRingsTest {
     }
 
     @Test
+    void aRingIsNeitherFoundIdleNorWithdrawnBeforeThePeerConfirmedIt() throws Exception {
+        long before = regions();
+        onLoop(() -> {
+            OfferedRings rings = newRings();
+            rings.peerWantsRing();
+            ReceiveRing first = rings.next(8192);
+            rings.announced(first);
+            // The peer has not seen the RING yet: no write, but not idle either.
+            assertThat(rings.checkIdle()).isFalse();
+            assertThat(rings.checkIdle()).isFalse();
+            assertThat(rings.announceDue()).isFalse();
+            // Its RING_SEEN: from now on a look without writes finds it idle...
+            rings.peerLeftRetired();
+            assertThat(rings.checkIdle()).isTrue();
+            assertThat(rings.announceDue()).isTrue();
+            // ... unless a write arrives before the withdrawal goes out.
+            deliver(rings, first, arrive(first, 0, 1000, true));
+            assertThat(rings.announceDue()).as("written to since it was found idle").isFalse();
+            assertThat(rings.checkIdle()).isFalse();
+            rings.rebind(null, 32);
+            rings.takeOwed();
+            assertThat(rings.checkIdle()).isTrue();
+            assertThat(rings.announceDue()).isTrue();
+            assertThat(rings.next(8192)).isNull();
+            rings.announced(null);
+            // The withdrawal is unconfirmed: a ring wanted again waits for its RING_SEEN, which alone ends writes
+            // to the old ring (a RING_SEEN of the offer, crossing the withdrawal, would be taken for it otherwise).
+            rings.peerWantsRing();
+            assertThat(rings.announceDue()).isFalse();
+            assertThat(rings.ringOf(Immediate.encode(100, 0, false, true))).isSameAs(first);
+            rings.peerLeftRetired();
+            assertThat(rings.announceDue()).isTrue();
+            return null;
+        });
+        assertThat(regions()).isEqualTo(before);
+    }
+
+    @Test
     void aSlabIsDeliveredOnlyOnceInvalidatedAndComesBackOnlyOnceReleased() throws Exception {
         long before = regions();
         onLoop(() -> {
@@ -162,23 +200,93 @@ class OfferedRingsTest {
     }
 
     @Test
-    void ringMemorySizesEachNewRingAndGivesNoneWhenTooLittleIsLeft() {
-        RingMemory memory = new RingMemory(3 * RING / 2);
-        // Nothing pinned: a whole ring. Then at most half of what is left, in pages, down to the minimum.
+    void ringMemoryGivesEachStreamingConnectionItsShareAndNoneWhenTooLittleIsLeft() {
+        RingMemory memory = new RingMemory(4 * RING);
+        // One connection asking: a whole ring.
+        memory.demand(0, 1);
         assertThat(memory.sizeFor(RING, QUARTER)).isEqualTo(RING);
+        memory.demand(1, 2);
         memory.reserve(RING);
-        assertThat(memory.sizeFor(RING, QUARTER)).isEqualTo(QUARTER);
-        memory.reserve(QUARTER);
+        // Eight streaming: each gets a power-of-two share of the limit, and a ring more than twice its share
+        // makes room while others wait.
+        for (int i = 0; i < 7; i++) {
+            memory.demand(0, 1);
+        }
+        assertThat(memory.share()).isEqualTo(RING / 2);
+        assertThat(memory.sizeFor(RING, QUARTER)).isEqualTo(RING / 2);
+        assertThat(memory.oversized(2 * RING, QUARTER)).isTrue();
+        assertThat(memory.oversized(RING, QUARTER)).as("twice its share").isFalse();
+        // Seventeen: the share (8 KiB) is under the minimum; a wanted size below the minimum is not refused.
+        for (int i = 0; i < 9; i++) {
+            memory.demand(0, 1);
+        }
         assertThat(memory.sizeFor(RING, QUARTER)).isZero();
-        assertThat(memory.sizeFor(RING, 4096)).isEqualTo(RING / 8);
-        memory.release(RING);
-        assertThat(memory.sizeFor(RING, QUARTER)).isEqualTo((3 * RING / 2 - QUARTER) / 2);
-        memory.release(QUARTER);
-        assertThat(memory.pinned()).isZero();
-        // A limit below one ring: the one ring gets all of it; a wanted size below the minimum is not refused.
-        assertThat(new RingMemory(RING / 2).sizeFor(RING, QUARTER)).isEqualTo(RING / 2);
         assertThat(memory.sizeFor(8192, QUARTER)).isEqualTo(8192);
+        // Nobody waits: no ring is too large.
+        for (int i = 0; i < 16; i++) {
+            memory.demand(1, 0);
+        }
+        assertThat(memory.oversized(2 * RING, QUARTER)).isFalse();
+        memory.release(RING);
+        memory.demand(2, 0);
+        assertThat(memory.pinned()).isZero();
+
+        // At most what is left.
+        RingMemory small = new RingMemory(RING + QUARTER / 2);
+        small.demand(0, 1);
+        assertThat(small.sizeFor(RING, QUARTER)).isEqualTo(RING);
+        small.demand(1, 2);
+        small.reserve(RING);
+        small.demand(0, 1);
+        assertThat(small.sizeFor(RING, QUARTER)).as("8 KiB left").isZero();
+        assertThat(small.sizeFor(RING, 4096)).isEqualTo(QUARTER / 2);
+        small.release(RING);
+        assertThat(small.sizeFor(RING, QUARTER)).isEqualTo(RING / 2);
+        // A limit below one ring: the one ring gets a share of it; none at all without ring memory.
+        RingMemory below = new RingMemory(RING / 2);
+        below.demand(0, 1);
+        assertThat(below.sizeFor(RING, QUARTER)).isEqualTo(RING / 2);
         assertThat(new RingMemory(0).sizeFor(RING, QUARTER)).isZero();
+    }
+
+    @Test
+    void aRingFarAboveItsShareIsWithdrawnWhileOthersWaitForOne() throws Exception {
+        long before = regions();
+        RingMemory memory = new RingMemory(4 * RING);
+        onLoop(() -> {
+            OfferedRings a = newRings(memory);
+            a.peerWantsRing();
+            assertThat(a.announceDue()).isTrue();
+            ReceiveRing ring = a.next(8192);
+            a.announced(ring);
+            a.peerLeftRetired();
+            assertThat(ring.size).isEqualTo(RING);
+            assertThat(a.announceDue()).as("alone: its whole size").isFalse();
+            OfferedRings[] others = new OfferedRings[7];
+            for (int i = 0; i < others.length; i++) {
+                others[i] = newRings(memory);
+                others[i].peerWantsRing();
+            }
+            // Eight stream now: a's ring is twice the share of 32 KiB. Not more: it stays.
+            assertThat(a.announceDue()).isFalse();
+            newRings(memory).peerWantsRing();
+            // Nine: the share is 16 KiB.
+            assertThat(a.announceDue()).isTrue();
+            assertThat(a.next(8192)).as("withdrawn").isNull();
+            a.announced(null);
+            a.peerLeftRetired();
+            assertThat(memory.pinned()).isZero();
+            // Asked again, it gets its share.
+            a.peerWantsRing();
+            assertThat(a.announceDue()).isTrue();
+            ReceiveRing again = a.next(8192);
+            a.announced(again);
+            assertThat(again.size).isEqualTo(QUARTER);
+            a.release();
+            return null;
+        });
+        assertThat(memory.pinned()).isZero();
+        assertThat(regions()).isEqualTo(before);
     }
 
     @Test
@@ -198,22 +306,25 @@ class OfferedRingsTest {
             assertThat(b.announceDue()).isTrue();
             ReceiveRing ringB = b.next(8192);
             b.announced(ringB);
-            assertThat(ringB.size).isEqualTo(QUARTER);
-            assertThat(memory.pinned()).isEqualTo(RING + QUARTER);
-            // A quarter of a ring is left: half of it is under the minimum, so c waits, asking.
+            assertThat(ringB.size).as("half of the limit, to the power of two below").isEqualTo(RING / 2);
+            assertThat(memory.pinned()).isEqualTo(RING + RING / 2);
+            // Nothing is left, so c waits, asking.
             c.peerWantsRing();
             assertThat(c.announceDue()).isFalse();
-            // a's ring goes idle and is withdrawn; once the peer has left it, its memory is free for c.
+            // a's ring, once its peer has confirmed it, goes idle and is withdrawn; once the peer has left it, its
+            // memory is free for c.
+            a.peerLeftRetired();
             assertThat(a.checkIdle()).isTrue();
+            assertThat(a.announceDue()).isTrue();
             assertThat(a.next(8192)).isNull();
             a.announced(null);
             assertThat(c.announceDue()).isFalse();
             a.peerLeftRetired();
-            assertThat(memory.pinned()).isEqualTo(QUARTER);
+            assertThat(memory.pinned()).isEqualTo(RING / 2);
             assertThat(c.announceDue()).isTrue();
             ReceiveRing ringC = c.next(8192);
             c.announced(ringC);
-            assertThat(ringC.size).isEqualTo((RING + QUARTER) / 2 & -4096);
+            assertThat(ringC.size).as("its share of two").isEqualTo(RING / 2);
             b.release();
             c.release();
             assertThat(memory.pinned()).isZero();

@@ -20,7 +20,7 @@ class RdmaChannelOptionTest {
     void defaults() {
         assertThat(config.getOption(RdmaChannelOption.RECEIVE_CREDITS)).isEqualTo(64);
         assertThat(config.getOption(RdmaChannelOption.RECEIVE_SLOT_SIZE)).isEqualTo(8192);
-        assertThat(config.getOption(RdmaChannelOption.RING_SIZE)).isEqualTo(1 << 20);
+        assertThat(config.getOption(RdmaChannelOption.RING_SIZE)).isEqualTo(4 << 20);
         assertThat(config.getOption(RdmaChannelOption.RECEIVE_ZERO_COPY)).isTrue();
         assertThat(config.getOption(RdmaChannelOption.SEND_QUEUE_DEPTH)).isEqualTo(64);
         assertThat(config.getOption(RdmaChannelOption.MAX_INLINE_DATA)).isEqualTo(128);

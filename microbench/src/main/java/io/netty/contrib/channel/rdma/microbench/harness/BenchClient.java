@@ -296,11 +296,17 @@ public final class BenchClient {
             perConnection *= 2;
         } while (System.nanoTime() < warmupEnd);
         long count = Math.max(1, (long) (rate * settings.throughputNanos() / 1e9 / connections));
+        long[] serverBefore = control.stats();
         long nanos = round(streams, size, count, fresh);
+        long[] serverAfter = control.stats();
         double messagesPerSecond = (double) count * connections / nanos * 1e9;
         String prefix = fresh ? "fresh_" : "";
         result(size, connections, prefix + "throughput_msgs", messagesPerSecond, "msg/s");
         result(size, connections, prefix + "throughput_bytes", messagesPerSecond * size / 1e9, "GB/s");
+        // What receiving costs the sink's loop threads: CPU milliseconds per 10^9 bytes taken.
+        double gigabytes = (double) count * connections * size / 1e9;
+        result(size, connections, prefix + "receiver_cpu_per_gb", (serverAfter[1] - serverBefore[1]) / 1e6 / gigabytes,
+                "ms");
     }
 
     /** Every stream sends {@code count} messages of {@code size}; returns the nanoseconds until the last ack. */

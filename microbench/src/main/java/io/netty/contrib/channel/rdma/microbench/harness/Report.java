@@ -28,6 +28,7 @@ final class Report {
         Report report = new Report(results);
         report.latency();
         report.throughput();
+        report.receiverCpu();
         report.freshThroughput();
         report.ratios();
         report.goals();
@@ -89,6 +90,47 @@ final class Report {
                     row(cells.toArray(String[]::new));
                 }
             }
+        }
+        b.append('\n');
+    }
+
+    /** The sink's loop CPU per GB received while streaming, beside epoll's (the offload shows here). */
+    private void receiverCpu() {
+        List<Integer> conns = r.throughputConnections();
+        List<String[]> rows = new ArrayList<>();
+        for (Series s : Results.THROUGHPUT) {
+            for (int size : r.sizes()) {
+                List<String> cells = new ArrayList<>(List.of(s.label(), sizeName(size)));
+                boolean any = false;
+                for (int c : conns) {
+                    Double ms = r.get(s, size, c, "receiver_cpu_per_gb");
+                    any |= ms != null;
+                    cells.add(num(ms));
+                    cells.add(times(ratio(ms, r.get(Results.EPOLL, size, c, "receiver_cpu_per_gb"))));
+                }
+                if (any) {
+                    rows.add(cells.toArray(String[]::new));
+                }
+            }
+        }
+        if (rows.isEmpty()) {
+            return;
+        }
+        b.append("### Receiving loop CPU per GB, streaming\n\n");
+        b.append("CPU milliseconds the sink's event loop threads used per 10^9 bytes received in the streaming rows"
+                + " above (a busy-polling loop uses all it gets), and the ratio to epoll's.\n\n");
+        List<String> header = new ArrayList<>(List.of("transport", "size"));
+        List<String> align = new ArrayList<>(List.of("---", "---:"));
+        for (int c : conns) {
+            header.add(c + " conn ms/GB");
+            header.add(c + " conn ÷ epoll");
+            align.add("---:");
+            align.add("---:");
+        }
+        row(header.toArray(String[]::new));
+        row(align.toArray(String[]::new));
+        for (String[] cells : rows) {
+            row(cells);
         }
         b.append('\n');
     }

@@ -64,11 +64,19 @@ enum Transport {
         return this == RDMA_ADAPTIVE || this == RDMA_BUSY_POLL || this == RDMA_BLOCKING;
     }
 
+    /** The loop configuration of an RDMA transport. */
+    RdmaIoHandlerConfig config() {
+        return switch (this) {
+            case RDMA_ADAPTIVE -> new RdmaIoHandlerConfig().hugePages(HUGE_PAGES);
+            case RDMA_BUSY_POLL -> RdmaIoHandlerConfig.spinning().hugePages(HUGE_PAGES);
+            case RDMA_BLOCKING -> new RdmaIoHandlerConfig().spinNanos(0).hugePages(HUGE_PAGES);
+            default -> throw new IllegalStateException(this + " is not an RDMA transport");
+        };
+    }
+
     IoHandlerFactory ioHandlerFactory() {
         return switch (this) {
-            case RDMA_ADAPTIVE -> RdmaIoHandler.newFactory(new RdmaIoHandlerConfig().hugePages(HUGE_PAGES));
-            case RDMA_BUSY_POLL -> RdmaIoHandler.newFactory(RdmaIoHandlerConfig.spinning().hugePages(HUGE_PAGES));
-            case RDMA_BLOCKING -> RdmaIoHandler.newFactory(new RdmaIoHandlerConfig().spinNanos(0).hugePages(HUGE_PAGES));
+            case RDMA_ADAPTIVE, RDMA_BUSY_POLL, RDMA_BLOCKING -> RdmaIoHandler.newFactory(config());
             case EPOLL -> {
                 Epoll.ensureAvailability();
                 yield EpollIoHandler.newFactory();

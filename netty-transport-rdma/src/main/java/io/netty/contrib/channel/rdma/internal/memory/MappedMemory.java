@@ -19,14 +19,14 @@ import java.nio.file.Path;
  * pool had grown by 64 MiB kept the 64 MiB after every chunk was freed. A mapping of its own is given back to the
  * system by {@code munmap} at once.
  */
-final class MappedMemory {
+public final class MappedMemory {
     private static final Path THP_ENABLED = Path.of("/sys/kernel/mm/transparent_hugepage/enabled");
 
     private MappedMemory() {
     }
 
     /** Touched memory and the size of the pages that back it: {@link Chunk#OS_PAGE_SIZE} or 2 MiB. */
-    record Mapping(MemorySegment memory, long pageSize) {
+    public record Mapping(MemorySegment memory, long pageSize) {
     }
 
     /**
@@ -38,7 +38,7 @@ final class MappedMemory {
      * @throws HugePagesUnavailableException if {@code mode} is {@link PageMode#EXPLICIT} and the hugetlb pool has too
      *                                       few free pages
      */
-    static Mapping map(Arena arena, long size, PageMode mode) {
+    public static Mapping map(Arena arena, long size, PageMode mode) {
         boolean hugeSized = size % Chunk.HUGE_PAGE_SIZE == 0;
         if (mode == PageMode.EXPLICIT && !hugeSized) {
             throw new IllegalArgumentException("size: " + size + " (expected: a multiple of 2 MiB for explicit huge"

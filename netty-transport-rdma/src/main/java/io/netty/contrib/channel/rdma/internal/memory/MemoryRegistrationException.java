@@ -51,7 +51,7 @@ public final class MemoryRegistrationException extends RuntimeException {
         return sb.toString();
     }
 
-    static String formatSize(long bytes) {
+    public static String formatSize(long bytes) {
         if (bytes >= 1L << 30 && bytes % (1L << 30) == 0) {
             return (bytes >> 30) + " GiB";
         }

@@ -37,7 +37,7 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  * when its standard input closes it shuts down and prints {@code FINAL <kind>=<count>...}.
  */
 public final class ConnectionsServerProcess {
-    static final List<String> KINDS = List.of("qp", "cq", "srq", "mr", "pd", "cm_id", "comp_channel");
+    static final List<String> KINDS = List.of("qp", "cq", "srq", "mr", "mw", "pd", "cm_id", "comp_channel");
 
     private ConnectionsServerProcess() {
     }
