@@ -36,6 +36,14 @@ final class Sender {
      * slots' worth of bytes wait behind them: a stream, not a request and its reply.
      */
     static final int RING_BACKLOG_SLOTS = 4;
+    /**
+     * Small writes are copied into ring writes (while a backlog of them is larger than a slot) when a receive slot
+     * takes fewer than this many of them: a SEND of 8 KiB then carries 15 writes of 512 B or 7 of 1 KiB, where a
+     * ring write of a 64 KiB slab carries 127 or 63. Smaller writes already share a SEND by the hundred, and the
+     * receiver's work per slab (invalidate it, deliver it, bind it again) costs more than the SENDs it saves
+     * (docs/benchmarks/fresh-buffers.md).
+     */
+    static final int RING_COALESCE_SLOT_SHARE = 16;
 
     /** What this side owes the peer, carried in the header of every message it sends. */
     interface Owed {
@@ -184,7 +192,7 @@ final class Sender {
                 if (!ring && readable <= coalesceThreshold && readable <= peerMaxSend && in.size() > 1) {
                     lookAhead(in);
                     if (lookahead.smalls >= 2) {
-                        if (!coalesce(in)) {
+                        if (!coalesce(in, readable)) {
                             return false;
                         }
                         continue;
@@ -388,7 +396,8 @@ final class Sender {
      * Copies the small writes at the head of the flush into one registered buffer, then takes them off the
      * outbound buffer: their promises complete and the application's buffers are released, the copy being the
      * connection's now (as a socket's write completes once the kernel has the bytes). While a backlog of flushed
-     * writes is larger than the peer's receive slot and its ring has room, the copy takes up to a slab of the ring
+     * writes is larger than the peer's receive slot, its ring has room, and {@code first}, the size of the first
+     * write, is more than a {@link #RING_COALESCE_SLOT_SHARE}th of a slot, the copy takes up to a slab of the ring
      * and goes as one ring write: a stream of small messages then costs one work request, one receive credit and one
      * completion at the peer per slab rather than per slot. Otherwise the copy takes what fits a SEND; if a large
      * write follows and the peer's ring has room, it travels at the head of that write's (first) ring write, two
@@ -398,14 +407,15 @@ final class Sender {
      *
      * @return {@code false} when out of credit (nothing was taken from {@code in})
      */
-    private boolean coalesce(ChannelOutboundBuffer in) {
+    private boolean coalesce(ChannelOutboundBuffer in, int first) {
         if (!window.tryAcquireMessage()) {
             counters.stalled();
             return false;
         }
         // An upper bound of the flushed bytes: Netty counts its entries' overhead too.
         long pending = in.totalPendingWriteBytes();
-        boolean toRing = maxRingWrite > peerMaxSend && pending > peerMaxSend;
+        boolean ringSized = first * (long) RING_COALESCE_SLOT_SHARE > peerMaxSend;
+        boolean toRing = ringSized && maxRingWrite > peerMaxSend && pending > peerMaxSend;
         int capacity = toRing ? (int) Math.min(maxRingWrite, pending) : peerMaxSend;
         if (toRing && !window.canReserveRing(capacity)) {
             toRing = false;
@@ -447,7 +457,7 @@ final class Sender {
                 // The copied writes ride at the head of the large write's ring write.
                 return true;
             }
-            boolean wantsRing = maxRingWrite == 0
+            boolean wantsRing = ringSized && maxRingWrite == 0
                     && pending - head >= RING_BACKLOG_SLOTS * (long) peerMaxSend;
             writeHeader(MessageHeader.TYPE_DATA, wantsRing ? MessageHeader.FLAG_WANTS_RING : 0);
             sends.send(staging, head);
