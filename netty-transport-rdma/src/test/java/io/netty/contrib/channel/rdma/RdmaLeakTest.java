@@ -14,9 +14,10 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * The transport under Netty's PARANOID leak detection leaks no buffer: framed echo of random sizes (receive
  * copies, buffers over the ring, in-place sends of received buffers, decoders that cumulate), a reader holding more
- * than a ring, streams of fresh buffers with their own promises (copied into SENDs and into ring writes), connections closed by their port going down (where a port can be taken down), then close and
- * shutdown. Runs in its own JVM (the {@code leak-tests} execution), because the detector has to be chosen before
- * the first buffer class loads. A buffer leaked on purpose at the end proves the detector was watching.
+ * than a ring, streams of fresh buffers with their own promises (copied into SENDs and into ring writes),
+ * connections closed by their port going down (where a port can be taken down), then close and shutdown. Runs in
+ * its own JVM (the {@code leak-tests} execution), because the detector has to be chosen before the first buffer
+ * class loads. A buffer leaked on purpose at the end proves the detector was watching.
  */
 @Timeout(180)
 class RdmaLeakTest {

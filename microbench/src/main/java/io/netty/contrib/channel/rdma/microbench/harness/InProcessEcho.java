@@ -25,11 +25,13 @@ import java.util.concurrent.TimeUnit;
  * {@code native/bench/verbs_pingpong}, the raw-verbs floor measured the same way.
  *
  * <p>{@code InProcessEcho [--transports rdma-busy-poll,rdma,epoll] [--sizes 64,4096,65536] [--warmup N]
- * [--count N] [--stream-sizes 64,1024] [--stream-patterns slices,fresh] [--one-loop-sizes 64,4096,65536] [--repeat N] [--floor 64=1.6,4096=2.1,... |
- * --floor-command native/tests/build/floor [--floor-libraries native/build/lib]] [--out page.md]}: one line
- * per transport and size with p50 / p99 round trip, CPU and sleeps per echo of both loops; then one line per
- * transport and streaming size: one connection writing messages of that size, each its own buffer, while the channel
- * is writable (a flush per batch), to a sink that counts them. With {@code --repeat} every row is measured that many
+ * [--count N] [--stream-sizes 64,1024] [--stream-patterns slices,fresh] [--one-loop-sizes 64,4096,65536]
+ * [--repeat N] [--floor 64=1.6,4096=2.1,... | --floor-command native/tests/build/floor
+ * [--floor-libraries native/build/lib]] [--out page.md]}: one line per transport and size with p50 / p99 round
+ * trip, CPU and sleeps per echo of both loops; then one line per transport, streaming size and pattern ("slices",
+ * "fresh": {@link BenchClient.Stream}; {@code --stream-patterns} picks them): one connection writing messages of that
+ * size while the channel is writable, to a sink that counts them, with the CPU and heap per message of the
+ * writer's and the sink's loop threads. With {@code --repeat} every row is measured that many
  * times on fresh loops and the median kept. {@code --floor} gives the raw-verbs round trips (µs) measured by
  * {@code floor pingpong} in the same run; {@code --floor-command} runs that program itself at the start of every
  * repeat, so that each ratio is taken within a repeat ({@code microbench/in-process.sh} does this); {@code --out}
