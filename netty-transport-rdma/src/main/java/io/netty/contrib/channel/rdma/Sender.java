@@ -64,6 +64,7 @@ final class Sender {
     private final FileRegionChunker files;
     private final Lookahead lookahead = new Lookahead();
     private final Copier copier = new Copier();
+    private final Sizer sizer = new Sizer();
     private final Gather gather;
 
     /** The peer's credits; null until the connection is established. */
@@ -412,14 +413,15 @@ final class Sender {
             counters.stalled();
             return false;
         }
-        // An upper bound of the flushed bytes: Netty counts its entries' overhead too.
-        long pending = in.totalPendingWriteBytes();
         boolean ringSized = first * (long) RING_COALESCE_SLOT_SHARE > peerMaxSend;
-        boolean toRing = ringSized && maxRingWrite > peerMaxSend && pending > peerMaxSend;
-        int capacity = toRing ? (int) Math.min(maxRingWrite, pending) : peerMaxSend;
-        if (toRing && !window.canReserveRing(capacity)) {
-            toRing = false;
-            capacity = peerMaxSend;
+        int capacity = peerMaxSend;
+        if (ringSized && maxRingWrite > peerMaxSend) {
+            // The small writes flushed, up to a slab: a ring write of them if more than a slot and there is room.
+            sizer.reset(maxRingWrite);
+            forEachFlushed(in, sizer);
+            if (sizer.bytes > peerMaxSend && window.canReserveRing(sizer.bytes)) {
+                capacity = sizer.bytes;
+            }
         }
         ByteBuf staging = alloc.directBuffer(capacity, capacity);
         try {
@@ -457,8 +459,9 @@ final class Sender {
                 // The copied writes ride at the head of the large write's ring write.
                 return true;
             }
+            // Netty's pending bytes count its entries' overhead too: an upper bound of the backlog.
             boolean wantsRing = ringSized && maxRingWrite == 0
-                    && pending - head >= RING_BACKLOG_SLOTS * (long) peerMaxSend;
+                    && in.totalPendingWriteBytes() - head >= RING_BACKLOG_SLOTS * (long) peerMaxSend;
             writeHeader(MessageHeader.TYPE_DATA, wantsRing ? MessageHeader.FLAG_WANTS_RING : 0);
             sends.send(staging, head);
             counters.bytesWritten += head;
@@ -482,6 +485,29 @@ final class Sender {
             in.remove();
         }
         return bytes;
+    }
+
+    /** Adds up the flushed writes {@link Copier} would copy into a buffer of {@code budget} bytes. */
+    private final class Sizer implements ChannelOutboundBuffer.MessageProcessor {
+        private int budget;
+        int bytes;
+
+        void reset(int budget) {
+            this.budget = budget;
+            bytes = 0;
+        }
+
+        @Override
+        public boolean processMessage(Object msg) {
+            if (msg instanceof ByteBuf buf) {
+                int n = buf.readableBytes();
+                if (n <= coalesceThreshold && n <= budget - bytes) {
+                    bytes += n;
+                    return true;
+                }
+            }
+            return false;
+        }
     }
 
     /** Copies the flushed writes into a staging buffer while they are small and fit ({@link #coalesce}). */
