@@ -17,8 +17,9 @@ import java.io.IOException;
  * WITH IMMEDIATE into the peer's receive ring, in parts of up to a slab of it, when it offers one (else as
  * SENDs, asking for a ring), each ring write gathering the writes that follow from where they lie (up to
  * {@link #MAX_GATHER} buffers, as a socket's writev does); mid-size writes that follow one another gathered into
- * ring writes the same way (a backlog of them asks for a ring); small writes copied into one SEND
- * ({@link RdmaChannelOption#WRITE_COALESCE_THRESHOLD});
+ * ring writes the same way (a backlog of them asks for a ring); small writes copied together
+ * ({@link RdmaChannelOption#WRITE_COALESCE_THRESHOLD}) into one SEND, or, while a backlog of them is larger than a
+ * slot and the peer's ring has room, into one ring write of up to a slab (a backlog asks for a ring);
  * file regions read in parts ({@link FileRegionChunker}). Every message's header carries what this side owes
  * the peer ({@link Owed}). Loop-thread confined.
  */
@@ -35,6 +36,14 @@ final class Sender {
      * slots' worth of bytes wait behind them: a stream, not a request and its reply.
      */
     static final int RING_BACKLOG_SLOTS = 4;
+    /**
+     * Small writes are copied into ring writes (while a backlog of them is larger than a slot) when a receive slot
+     * takes fewer than this many of them: a SEND of 8 KiB then carries 15 writes of 512 B or 7 of 1 KiB, where a
+     * ring write of a 64 KiB slab carries 127 or 63. Smaller writes already share a SEND by the hundred, and the
+     * receiver's work per slab (invalidate it, deliver it, bind it again) costs more than the SENDs it saves
+     * (docs/benchmarks/fresh-buffers.md).
+     */
+    static final int RING_COALESCE_SLOT_SHARE = 16;
 
     /** What this side owes the peer, carried in the header of every message it sends. */
     interface Owed {
@@ -54,6 +63,8 @@ final class Sender {
     private final MessageHeader header = new MessageHeader();
     private final FileRegionChunker files;
     private final Lookahead lookahead = new Lookahead();
+    private final Copier copier = new Copier();
+    private final Sizer sizer = new Sizer();
     private final Gather gather;
 
     /** The peer's credits; null until the connection is established. */
@@ -182,7 +193,7 @@ final class Sender {
                 if (!ring && readable <= coalesceThreshold && readable <= peerMaxSend && in.size() > 1) {
                     lookAhead(in);
                     if (lookahead.smalls >= 2) {
-                        if (!coalesce(in)) {
+                        if (!coalesce(in, readable)) {
                             return false;
                         }
                         continue;
@@ -383,49 +394,75 @@ final class Sender {
     }
 
     /**
-     * Copies the small writes at the head of the flush, as many as fit a SEND, into one registered buffer. If a
-     * large write follows and the peer's ring has room, they travel at the head of its (first) ring write, two
-     * buffers in one work request; otherwise as one SEND. Stops gathering at the first write that is larger than
-     * the threshold, does not fit, or is not a buffer: it goes next, in order.
+     * Copies the small writes at the head of the flush into one registered buffer, then takes them off the
+     * outbound buffer: their promises complete and the application's buffers are released, the copy being the
+     * connection's now (as a socket's write completes once the kernel has the bytes). While a backlog of flushed
+     * writes is larger than the peer's receive slot, its ring has room, and {@code first}, the size of the first
+     * write, is more than a {@link #RING_COALESCE_SLOT_SHARE}th of a slot, the copy takes up to a slab of the ring
+     * and goes as one ring write: a stream of small messages then costs one work request, one receive credit and one
+     * completion at the peer per slab rather than per slot. Otherwise the copy takes what fits a SEND; if a large
+     * write follows and the peer's ring has room, it travels at the head of that write's (first) ring write, two
+     * buffers in one work request; else as one SEND, which asks the peer for a ring when a backlog of small writes
+     * waits behind it. Stops at the first write that is larger than the threshold, does not fit, or is not a
+     * buffer: it goes next, in order.
      *
      * @return {@code false} when out of credit (nothing was taken from {@code in})
      */
-    private boolean coalesce(ChannelOutboundBuffer in) {
+    private boolean coalesce(ChannelOutboundBuffer in, int first) {
         if (!window.tryAcquireMessage()) {
             counters.stalled();
             return false;
         }
-        ByteBuf staging = alloc.directBuffer(peerMaxSend, peerMaxSend);
-        try {
-            int writes = 0;
-            Object next;
-            for (;;) {
-                next = in.current();
-                if (!(next instanceof ByteBuf buf)) {
-                    break;
-                }
-                int n = buf.readableBytes();
-                if (n > coalesceThreshold || n > staging.writableBytes()) {
-                    break;
-                }
-                staging.writeBytes(buf, buf.readerIndex(), n);
-                // Completes the write's promise, as a post does: the bytes are the connection's now. A listener
-                // may close the channel: it lingers while this call writes (idle()), unless the peer is gone.
-                in.remove();
-                writes++;
-                if (released) {
-                    return true;
-                }
+        boolean ringSized = first * (long) RING_COALESCE_SLOT_SHARE > peerMaxSend;
+        int capacity = peerMaxSend;
+        if (ringSized && maxRingWrite > peerMaxSend) {
+            // The small writes flushed, up to a slab: a ring write of them if more than a slot and there is room.
+            sizer.reset(maxRingWrite);
+            forEachFlushed(in, sizer);
+            if (sizer.bytes > peerMaxSend && window.canReserveRing(sizer.bytes)) {
+                capacity = sizer.bytes;
             }
-            int head = staging.readableBytes();
+        }
+        ByteBuf staging = alloc.directBuffer(capacity, capacity);
+        try {
+            copier.reset(staging);
+            forEachFlushed(in, copier);
+            int writes = copier.writes;
+            Object next = copier.stoppedAt;
+            copier.reset(null);
+            int head = takeCopied(in, staging.readableBytes());
+            if (head < staging.readableBytes()) {
+                // A listener closed the channel: the writes after it failed, and their copies stay behind.
+                staging.writerIndex(staging.readerIndex() + head);
+            }
             counters.coalescedWrites += writes;
             counters.coalescedSends++;
             counters.progressed();
-            if (next instanceof ByteBuf large && large.readableBytes() > peerMaxSend && maxRingWrite > head
-                    && gatherRingWrite(in, staging, head, 0)) {
+            if (released || head == 0) {
+                window.releaseUnused();
                 return true;
             }
-            writeHeader(MessageHeader.TYPE_DATA, 0);
+            if (head > peerMaxSend) {
+                long offset = window.tryReserveRing(head);
+                if (offset < 0) {
+                    throw new IllegalStateException("ring room for " + head + " bytes vanished: " + window);
+                }
+                sends.ringWrite(Immediate.encode(head, window.lastSlab(), false, peerRingGeneration),
+                        peerRingAddress + offset, window.lastRkey());
+                sends.gather(staging, head);
+                counters.ringWrites++;
+                counters.bytesWritten += head;
+                return true;
+            }
+            if (next instanceof ByteBuf large && large.readableBytes() > peerMaxSend && maxRingWrite > head
+                    && in.current() == next && gatherRingWrite(in, staging, head, 0)) {
+                // The copied writes ride at the head of the large write's ring write.
+                return true;
+            }
+            // Netty's pending bytes count its entries' overhead too: an upper bound of the backlog.
+            boolean wantsRing = ringSized && maxRingWrite == 0
+                    && in.totalPendingWriteBytes() - head >= RING_BACKLOG_SLOTS * (long) peerMaxSend;
+            writeHeader(MessageHeader.TYPE_DATA, wantsRing ? MessageHeader.FLAG_WANTS_RING : 0);
             sends.send(staging, head);
             counters.bytesWritten += head;
             counters.sends++;
@@ -433,6 +470,72 @@ final class Sender {
             staging.release(); // the send holds its own reference until it completes
         }
         return true;
+    }
+
+    /**
+     * Takes the writes {@link #copier} copied, {@code copied} bytes in all, off the outbound buffer, one by one:
+     * their promises complete and their buffers are released. A listener may close the channel, which fails the
+     * writes after it (the channel lingers while this call writes, {@link #idle()}, unless the peer is gone,
+     * {@link #released}). Returns the bytes of the writes taken: those whose copies are to be sent.
+     */
+    private static int takeCopied(ChannelOutboundBuffer in, int copied) {
+        int bytes = 0;
+        while (bytes < copied && in.current() instanceof ByteBuf buf) {
+            bytes += buf.readableBytes();
+            in.remove();
+        }
+        return bytes;
+    }
+
+    /** Adds up the flushed writes {@link Copier} would copy into a buffer of {@code budget} bytes. */
+    private final class Sizer implements ChannelOutboundBuffer.MessageProcessor {
+        private int budget;
+        int bytes;
+
+        void reset(int budget) {
+            this.budget = budget;
+            bytes = 0;
+        }
+
+        @Override
+        public boolean processMessage(Object msg) {
+            if (msg instanceof ByteBuf buf) {
+                int n = buf.readableBytes();
+                if (n <= coalesceThreshold && n <= budget - bytes) {
+                    bytes += n;
+                    return true;
+                }
+            }
+            return false;
+        }
+    }
+
+    /** Copies the flushed writes into a staging buffer while they are small and fit ({@link #coalesce}). */
+    private final class Copier implements ChannelOutboundBuffer.MessageProcessor {
+        private ByteBuf staging;
+        int writes;
+        /** The message that ended the copy, or null when the flushed messages ran out. */
+        Object stoppedAt;
+
+        void reset(ByteBuf staging) {
+            this.staging = staging;
+            writes = 0;
+            stoppedAt = null;
+        }
+
+        @Override
+        public boolean processMessage(Object msg) {
+            if (msg instanceof ByteBuf buf) {
+                int n = buf.readableBytes();
+                if (n <= coalesceThreshold && n <= staging.writableBytes()) {
+                    staging.writeBytes(buf, buf.readerIndex(), n);
+                    writes++;
+                    return true;
+                }
+            }
+            stoppedAt = msg;
+            return false;
+        }
     }
 
     private boolean send(ByteBuf buf, int length, int flags) {

@@ -14,9 +14,10 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * The transport under Netty's PARANOID leak detection leaks no buffer: framed echo of random sizes (receive
  * copies, buffers over the ring, in-place sends of received buffers, decoders that cumulate), a reader holding more
- * than a ring, connections closed by their port going down (where a port can be taken down), then close and
- * shutdown. Runs in its own JVM (the {@code leak-tests} execution), because the detector has to be chosen before
- * the first buffer class loads. A buffer leaked on purpose at the end proves the detector was watching.
+ * than a ring, streams of fresh buffers with their own promises (copied into SENDs and into ring writes),
+ * connections closed by their port going down (where a port can be taken down), then close and shutdown. Runs in
+ * its own JVM (the {@code leak-tests} execution), because the detector has to be chosen before the first buffer
+ * class loads. A buffer leaked on purpose at the end proves the detector was watching.
  */
 @Timeout(180)
 class RdmaLeakTest {
@@ -29,6 +30,9 @@ class RdmaLeakTest {
         try {
             RdmaRandomEchoTest.echoFrames(group, RdmaRandomEchoTest.randomSizes(60, 6 << 20, 21), 21);
             RdmaReceiveRingTest.holdMoreThanARing(group);
+            // Fresh buffers with their own promises, copied into SENDs (64 B) and into ring writes (1 KiB).
+            RdmaFreshBufferStreamTest.stream(group, 64, 20_000);
+            RdmaFreshBufferStreamTest.stream(group, 1024, 20_000);
             if (PortSwitch.available()) {
                 RdmaPortEventsTest.portDownUnderLoad(group);
             }

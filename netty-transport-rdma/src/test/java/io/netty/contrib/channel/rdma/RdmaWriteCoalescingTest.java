@@ -62,6 +62,26 @@ class RdmaWriteCoalescingTest {
         // 2000 writes of 64 B: about 127 fit one 8 KiB receive slot.
         assertThat(r.coalescedWrites).isEqualTo(2000);
         assertThat(r.coalescedSends).isLessThanOrEqualTo(2000 / 100);
+        // Writes this small share a SEND by the hundred: no ring is asked for.
+        assertThat(r.ringWrites).isZero();
+        assertThat(r.heldAtCompletion).as("buffers still held when their promise completed").isZero();
+    }
+
+    /**
+     * A backlog of 1 KiB writes (the fresh-buffer stream's): a SEND would take 7 of them, so once the peer's
+     * ring is there (the first SENDs ask for it) they are copied into ring writes of up to a 64 KiB slab, 63
+     * each. Every write's buffer is released by the time its promise completes: the copy is what is sent.
+     */
+    @Test
+    void kibWritesOfABacklogAreCopiedIntoRingWrites() throws Exception {
+        Result r = transfer(RdmaChannelConfig.DEFAULT_WRITE_COALESCE_THRESHOLD, 4000, 1024, false);
+        assertThat(r.received).isEqualTo(r.sent);
+        assertThat(r.coalescedWrites).isEqualTo(4000);
+        // Until the ring arrives (a round trip), SENDs of 7 writes each, at most one per receive credit (64); then
+        // 63 writes per ring write: at least (4000 - 64 * 7) / 63 = 56 of them, where SENDs alone would be 572.
+        assertThat(r.ringWrites).isGreaterThanOrEqualTo(56);
+        assertThat(r.coalescedSends - r.ringWrites).as("coalesced SENDs").isLessThanOrEqualTo(64);
+        assertThat(r.heldAtCompletion).as("buffers still held when their promise completed").isZero();
     }
 
     @Test
@@ -178,7 +198,93 @@ class RdmaWriteCoalescingTest {
         }
     }
 
-    private record Result(byte[] sent, byte[] received, long coalescedWrites, long coalescedSends, long ringWrites) {
+    /**
+     * The same on the ring path: after a stream of 1 KiB writes that got the peer's ring, 200 more in one flush,
+     * copied into ring writes, the listener of the 121st closing the channel. Exactly the writes up to it reach the
+     * peer: the copies of those after it, whose promises fail, are not sent.
+     */
+    @Test
+    void closeFromAListenerOfARingCoalescedWriteSendsExactlyTheWritesBeforeIt() throws Exception {
+        CompletableFuture<byte[]> received = new CompletableFuture<>();
+        Channel server = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
+                .childHandler(new ChannelInitializer<SocketChannel>() {
+                    @Override
+                    protected void initChannel(SocketChannel ch) {
+                        ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                            private final ByteArrayOutputStream in = new ByteArrayOutputStream();
+
+                            @Override
+                            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                                ByteBuf buf = (ByteBuf) msg;
+                                byte[] b = new byte[buf.readableBytes()];
+                                buf.readBytes(b);
+                                buf.release();
+                                in.writeBytes(b);
+                            }
+
+                            @Override
+                            public void channelInactive(ChannelHandlerContext ctx) {
+                                received.complete(in.toByteArray());
+                            }
+                        });
+                    }
+                }).bind(TestAddress.get(), 0).sync().channel();
+        try {
+            RdmaChannel client = (RdmaChannel) new Bootstrap().group(group).channel(RdmaChannel.class)
+                    .handler(new ChannelInboundHandlerAdapter())
+                    .connect(server.localAddress()).sync().channel();
+            ByteArrayOutputStream expected = new ByteArrayOutputStream();
+            int warmup = 1000;
+            List<ChannelFuture> writes = new ArrayList<>();
+            Runnable write = () -> {
+                byte[] b = new byte[1024];
+                java.util.Arrays.fill(b, (byte) writes.size());
+                b[0] = (byte) (writes.size() >> 8);
+                expected.writeBytes(b);
+                writes.add(client.write(client.alloc().directBuffer(1024).writeBytes(b)));
+            };
+            client.eventLoop().submit(() -> {
+                for (int i = 0; i < warmup; i++) {
+                    write.run();
+                }
+                client.flush();
+            }).sync();
+            for (ChannelFuture f : writes) {
+                assertThat(f.await(10, TimeUnit.SECONDS)).isTrue();
+            }
+            long ringWritesBefore = client.eventLoop().submit(() -> client.metric().ringWrites()).get();
+            assertThat(ringWritesBefore).as("the ring is there").isPositive();
+            client.eventLoop().submit(() -> {
+                for (int i = 0; i < 200; i++) {
+                    write.run();
+                    if (i == 120) {
+                        writes.getLast().addListener(io.netty.channel.ChannelFutureListener.CLOSE);
+                    }
+                }
+                client.flush();
+            }).sync();
+            byte[] got = received.get(20, TimeUnit.SECONDS);
+            int upToClose = (warmup + 121) * 1024;
+            assertThat(got.length).isEqualTo(upToClose);
+            assertThat(got).isEqualTo(java.util.Arrays.copyOf(expected.toByteArray(), upToClose));
+            for (int i = 0; i < writes.size(); i++) {
+                assertThat(writes.get(i).await(5, TimeUnit.SECONDS)).isTrue();
+                assertThat(writes.get(i).isSuccess()).as("write %d succeeded", i).isEqualTo(i < warmup + 121);
+            }
+            long ringWrites = client.metric().ringWrites();
+            assertThat(ringWrites).as("ring writes of the last flush").isGreaterThan(ringWritesBefore);
+            client.closeFuture().sync();
+        } finally {
+            server.close().sync();
+        }
+    }
+
+    /**
+     * {@code heldAtCompletion}: direct buffers of at most the threshold's size still referenced when their
+     * write's promise completed (a copied write's buffer is released first; one sent from where it lies is held).
+     */
+    private record Result(byte[] sent, byte[] received, long coalescedWrites, long coalescedSends, long ringWrites,
+                          int heldAtCompletion) {
     }
 
     /**
@@ -240,6 +346,7 @@ class RdmaWriteCoalescingTest {
                     .handler(new ChannelInboundHandlerAdapter())
                     .connect(server.localAddress()).sync().channel();
             List<ChannelFuture> futures = new ArrayList<>();
+            java.util.concurrent.atomic.AtomicInteger held = new java.util.concurrent.atomic.AtomicInteger();
             client.eventLoop().submit(() -> {
                 for (int i = 0; i < writes.size(); i++) {
                     byte[] b = writes.get(i);
@@ -252,7 +359,15 @@ class RdmaWriteCoalescingTest {
                     } else {
                         msg = client.alloc().directBuffer(b.length).writeBytes(b);
                     }
-                    futures.add(client.write(msg));
+                    ChannelFuture f = client.write(msg);
+                    if (msg instanceof ByteBuf buf && buf.isDirect() && b.length <= threshold) {
+                        f.addListener(done -> {
+                            if (buf.refCnt() != 0) {
+                                held.incrementAndGet();
+                            }
+                        });
+                    }
+                    futures.add(f);
                 }
                 client.flush();
                 return null;
@@ -266,7 +381,7 @@ class RdmaWriteCoalescingTest {
                     client.metric().coalescedWrites(), client.metric().coalescedSends(),
                     client.metric().ringWrites()}).get();
             client.close().sync();
-            return new Result(expected.toByteArray(), got, counts[0], counts[1], counts[2]);
+            return new Result(expected.toByteArray(), got, counts[0], counts[1], counts[2], held.get());
         } finally {
             server.close().sync();
         }

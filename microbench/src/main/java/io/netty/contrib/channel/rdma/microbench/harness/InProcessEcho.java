@@ -25,11 +25,13 @@ import java.util.concurrent.TimeUnit;
  * {@code native/bench/verbs_pingpong}, the raw-verbs floor measured the same way.
  *
  * <p>{@code InProcessEcho [--transports rdma-busy-poll,rdma,epoll] [--sizes 64,4096,65536] [--warmup N]
- * [--count N] [--stream-sizes 64,1024] [--one-loop-sizes 64,4096,65536] [--repeat N] [--floor 64=1.6,4096=2.1,... |
- * --floor-command native/tests/build/floor [--floor-libraries native/build/lib]] [--out page.md]}: one line
- * per transport and size with p50 / p99 round trip, CPU and sleeps per echo of both loops; then one line per
- * transport and streaming size: one connection writing messages of that size, each its own buffer, while the channel
- * is writable (a flush per batch), to a sink that counts them. With {@code --repeat} every row is measured that many
+ * [--count N] [--stream-sizes 64,1024] [--stream-patterns slices,fresh] [--one-loop-sizes 64,4096,65536]
+ * [--repeat N] [--floor 64=1.6,4096=2.1,... | --floor-command native/tests/build/floor
+ * [--floor-libraries native/build/lib]] [--out page.md]}: one line per transport and size with p50 / p99 round
+ * trip, CPU and sleeps per echo of both loops; then one line per transport, streaming size and pattern ("slices",
+ * "fresh": {@link BenchClient.Stream}; {@code --stream-patterns} picks them): one connection writing messages of that
+ * size while the channel is writable, to a sink that counts them, with the CPU and heap per message of the
+ * writer's and the sink's loop threads. With {@code --repeat} every row is measured that many
  * times on fresh loops and the median kept. {@code --floor} gives the raw-verbs round trips (µs) measured by
  * {@code floor pingpong} in the same run; {@code --floor-command} runs that program itself at the start of every
  * repeat, so that each ratio is taken within a repeat ({@code microbench/in-process.sh} does this); {@code --out}
@@ -48,10 +50,13 @@ public final class InProcessEcho {
     }
 
     /** One measured streaming row. */
-    record StreamRow(String transport, int size, boolean fresh, double messagesPerSecond) {
+    record StreamRow(String transport, int size, boolean fresh, double messagesPerSecond, double writerCpuNanos,
+                     double sinkCpuNanos, double writerHeapBytes, double sinkHeapBytes) {
         String line() {
-            return String.format(Locale.ROOT, "%-15s %7d B  stream %-6s %6.3f M msg/s  %8.1f MB/s", transport, size,
-                    pattern(fresh), messagesPerSecond / 1e6, messagesPerSecond * size / 1e6);
+            return String.format(Locale.ROOT, "%-15s %7d B  stream %-6s %6.3f M msg/s  %8.1f MB/s  cpu/msg writer %5.0f"
+                    + " ns sink %5.0f ns  heap/msg writer %5.1f B sink %5.1f B", transport, size, pattern(fresh),
+                    messagesPerSecond / 1e6, messagesPerSecond * size / 1e6, writerCpuNanos, sinkCpuNanos,
+                    writerHeapBytes, sinkHeapBytes);
         }
     }
 
@@ -100,6 +105,7 @@ public final class InProcessEcho {
         long warmup = 50_000;
         long count = 200_000;
         int[] streamSizes = {64, 1024};
+        boolean[] patterns = {false, true};
         int[] oneLoopSizes = null;
         int repeat = 1;
         java.util.Map<Integer, Double> floor = new java.util.TreeMap<>();
@@ -117,6 +123,7 @@ public final class InProcessEcho {
                 }
                 case "--sizes" -> sizes = sizesOf(args[++i]);
                 case "--stream-sizes" -> streamSizes = sizesOf(args[++i]);
+                case "--stream-patterns" -> patterns = patternsOf(args[++i]);
                 case "--one-loop-sizes" -> oneLoopSizes = sizesOf(args[++i]);
                 case "--repeat" -> repeat = Integer.parseInt(args[++i]);
                 case "--out" -> out = args[++i];
@@ -218,7 +225,7 @@ public final class InProcessEcho {
         for (Transport t : transports) {
             List<List<StreamRow>> runs = new ArrayList<>();
             for (int r = 0; r < repeat; r++) {
-                runs.add(stream(t, streamSizes));
+                runs.add(stream(t, streamSizes, patterns));
             }
             for (int j = 0; j < runs.getFirst().size(); j++) {
                 int at = j;
@@ -233,6 +240,19 @@ public final class InProcessEcho {
             java.nio.file.Files.writeString(java.nio.file.Path.of(out), page(rows, oneLoopRows, streamRows, floor,
                     busyOverFloor, adaptiveOverBusy, sizes, streamSizes, repeat));
         }
+    }
+
+    /** "slices,fresh" and either alone: the stream patterns to measure, in that order. */
+    private static boolean[] patternsOf(String list) {
+        List<String> names = List.of(list.split(","));
+        for (String name : names) {
+            if (!name.equals(pattern(false)) && !name.equals(pattern(true))) {
+                throw new IllegalArgumentException("--stream-patterns: " + name + " (expected: slices, fresh)");
+            }
+        }
+        boolean slices = names.contains(pattern(false));
+        boolean fresh = names.contains(pattern(true));
+        return slices && fresh ? new boolean[] {false, true} : new boolean[] {fresh};
     }
 
     private static double median(List<Double> values) {
@@ -388,10 +408,15 @@ public final class InProcessEcho {
         return b.toString();
     }
 
-    /** For each size and pattern (slices, then fresh): warms up for 2 s, then measures messages/s over about 2 s. */
-    static List<StreamRow> stream(Transport transport, int[] sizes) throws Exception {
-        EventLoopGroup serverGroup = new MultiThreadIoEventLoopGroup(1, transport.ioHandlerFactory());
-        EventLoopGroup clientGroup = new MultiThreadIoEventLoopGroup(1, transport.ioHandlerFactory());
+    /**
+     * For each size and pattern ({@code false}: slices, {@code true}: fresh): warms up for 2 s, then measures
+     * messages/s over about 2 s.
+     */
+    static List<StreamRow> stream(Transport transport, int[] sizes, boolean[] patterns) throws Exception {
+        LoopThreads sinkThreads = new LoopThreads(transport.key() + "-sink");
+        LoopThreads writerThreads = new LoopThreads(transport.key() + "-writer");
+        EventLoopGroup serverGroup = new MultiThreadIoEventLoopGroup(1, sinkThreads, transport.ioHandlerFactory());
+        EventLoopGroup clientGroup = new MultiThreadIoEventLoopGroup(1, writerThreads, transport.ioHandlerFactory());
         List<StreamRow> rows = new ArrayList<>();
         try {
             Channel server = new ServerBootstrap().group(serverGroup).channel(transport.serverChannel())
@@ -408,23 +433,29 @@ public final class InProcessEcho {
                     .connect(server.localAddress()).sync().channel();
             BenchClient.Stream stream = client.pipeline().get(BenchClient.Stream.class);
             for (int size : sizes) {
-                long perRound = 1024;
-                double rate;
-                long warmupEnd = System.nanoTime() + TimeUnit.SECONDS.toNanos(2);
-                do {
-                    rate = perRound / (round(stream, size, perRound, false) / 1e9);
-                    perRound = Math.min(perRound * 2, 1L << 26);
-                } while (System.nanoTime() < warmupEnd);
-                long n = Math.max(1024, (long) (rate * 2));
-                rows.add(new StreamRow(transport.key(), size, false, n / (round(stream, size, n, false) / 1e9)));
-                perRound = 1024;
-                warmupEnd = System.nanoTime() + TimeUnit.SECONDS.toNanos(2);
-                do {
-                    rate = perRound / (round(stream, size, perRound, true) / 1e9);
-                    perRound = Math.min(perRound * 2, 1L << 26);
-                } while (System.nanoTime() < warmupEnd);
-                n = Math.max(1024, (long) (rate * 2));
-                rows.add(new StreamRow(transport.key(), size, true, n / (round(stream, size, n, true) / 1e9)));
+                for (boolean fresh : patterns) {
+                    long perRound = 1024;
+                    double rate;
+                    long warmupEnd = System.nanoTime() + TimeUnit.SECONDS.toNanos(2);
+                    do {
+                        rate = perRound / (round(stream, size, perRound, fresh) / 1e9);
+                        perRound = Math.min(perRound * 2, 1L << 26);
+                    } while (System.nanoTime() < warmupEnd);
+                    long n = Math.max(1024, (long) (rate * 2));
+                    long writerCpu = writerThreads.cpuNanos();
+                    long sinkCpu = sinkThreads.cpuNanos();
+                    long writerHeap = writerThreads.allocatedBytes();
+                    long sinkHeap = sinkThreads.allocatedBytes();
+                    double perSecond = n / (round(stream, size, n, fresh) / 1e9);
+                    rows.add(new StreamRow(transport.key(), size, fresh, perSecond,
+                            (double) (writerThreads.cpuNanos() - writerCpu) / n,
+                            (double) (sinkThreads.cpuNanos() - sinkCpu) / n,
+                            (double) (writerThreads.allocatedBytes() - writerHeap) / n,
+                            (double) (sinkThreads.allocatedBytes() - sinkHeap) / n));
+                }
+            }
+            if (client instanceof io.netty.contrib.channel.rdma.RdmaChannel rdma) {
+                System.out.println(transport.key() + " writer: " + rdma.metric());
             }
             client.close().sync();
             server.close().sync();

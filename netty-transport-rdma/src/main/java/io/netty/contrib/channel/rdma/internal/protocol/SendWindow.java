@@ -88,6 +88,17 @@ public final class SendWindow {
         return current * slabSize;
     }
 
+    /**
+     * Whether {@link #tryReserveRing} would find room for {@code length} bytes now, and so for any fewer: in the slab
+     * being filled, or in a slab the peer returned.
+     */
+    public boolean canReserveRing(int length) {
+        if (length <= 0 || Immediate.alignedLength(length) > slabSize) {
+            return false;
+        }
+        return current >= 0 && cursor + Immediate.alignedLength(length) <= slabSize || grantedCount > 0;
+    }
+
     /** The slab of the last reservation. */
     public int lastSlab() {
         return current;
