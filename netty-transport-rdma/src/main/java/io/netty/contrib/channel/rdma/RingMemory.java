@@ -75,9 +75,14 @@ final class RingMemory {
         return size >= Math.min(minimum, wanted) && size > 0 ? (int) size : 0;
     }
 
-    /** Whether a ring of {@code size} bytes should make room for connections waiting for one. */
+    /**
+     * Whether a ring of {@code size} bytes should make room for connections waiting for one: more than twice the
+     * share, while the share is a ring worth offering ({@code minimum}). Below that, withdrawing would give the room
+     * to nobody.
+     */
     boolean oversized(long size, int minimum) {
-        return waiting > 0 && size > 2 * share() && size > minimum;
+        long share = share();
+        return waiting > 0 && share >= minimum && size > 2 * share;
     }
 
     void reserve(long bytes) {

@@ -222,6 +222,8 @@ class OfferedRingsTest {
         }
         assertThat(memory.sizeFor(RING, QUARTER)).isZero();
         assertThat(memory.sizeFor(8192, QUARTER)).isEqualTo(8192);
+        assertThat(memory.oversized(2 * RING, QUARTER)).as("a share under the minimum: withdrawing helps nobody")
+                .isFalse();
         // Nobody waits: no ring is too large.
         for (int i = 0; i < 16; i++) {
             memory.demand(1, 0);
