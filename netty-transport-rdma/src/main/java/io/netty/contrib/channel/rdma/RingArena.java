@@ -34,6 +34,7 @@ final class RingArena {
     /** Bytes of a shared block. */
     static final long BLOCK = 4L << 20;
     private static final long PAGE = 4096;
+    private static final long MEMLOCK_RECHECK_NANOS = 1_000_000_000L;
 
     /** A ring's memory: {@code size} bytes at {@code offset} in {@code block}, registered as {@code block.mr}. */
     record Span(Block block, long offset, long size) {
@@ -130,6 +131,9 @@ final class RingArena {
     private final List<Block> blocks = new ArrayList<>();
     /** The loop ended: no empty block is kept. */
     private boolean closed;
+    /** Until when growth stays refused for RLIMIT_MEMLOCK without reading the process's status again. */
+    private long memlockRefusedUntil;
+    private boolean memlockRefused;
 
     RingArena(ProtectionDomain pd, PageMode pageMode, RingMemory budget) {
         this.pd = pd;
@@ -232,11 +236,19 @@ final class RingArena {
                 || budget.limit() == 0) {
             return false;
         }
+        long now = System.nanoTime();
+        if (memlockRefused && now - memlockRefusedUntil < 0) {
+            // Connections waiting for a ring ask at every flush: /proc/self/status is read once a second at most.
+            return false;
+        }
         PinnedMemory.Snapshot pinned = PinnedMemory.snapshot();
         // Rings take at most half of what RLIMIT_MEMLOCK leaves: the pool and the queues need the rest.
         if (!pinned.limited() || pinned.pinned() + 2 * blockSize <= pinned.limit()) {
+            memlockRefused = false;
             return true;
         }
+        memlockRefused = true;
+        memlockRefusedUntil = now + MEMLOCK_RECHECK_NANOS;
         // Every connection that asks meanwhile is refused the same way: one line and a count.
         REFUSALS.log(RefusalLog.Kind.RING_FAILED, "no receive ring of " + ringSize + " bytes offered: another "
                 + MemoryRegistrationException.formatSize(blockSize) + " of ring memory would leave less than half of"
