@@ -69,6 +69,11 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
      * {@link #isActive()} may be asked from anywhere.
      */
     private volatile State state = State.NEW;
+    /**
+     * The queue pair's work requests were flushed with no DISCONNECTED, error completion or event before (kernel
+     * rxe's requester can fail that way): the peer may not know, so the close still sends it a DREQ.
+     */
+    private boolean flushedOnItsOwn;
     // Beside the state, not in it: each is true or false in several states, independently of the others. The
     // halves shut down (set only while active), the peer gone (seen while connecting, accepting, active or
     // lingering), a read() not served yet, a SHUTDOWN waiting for send credit.
@@ -470,7 +475,9 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
                 // librdmacm's rdma_disconnect moves only the queue pairs it drives to ERR first
                 c.qp.modifyToError();
             }
-            if (id != null && established && !peerGone) {
+            if (id != null && established && (!peerGone || flushedOnItsOwn)) {
+                // Also when the queue pair failed on its own: the peer learns it from the DREQ, not from a retry
+                // budget it may not have (an idle peer notices nothing).
                 id.disconnect();
             }
         } catch (RuntimeException e) {
@@ -590,7 +597,10 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
                                 + what + PortStates.describeDown()), true);
                     }
                 }
-                case CmEventType.DISCONNECTED, CmEventType.DEVICE_REMOVAL -> peerGone();
+                case CmEventType.DISCONNECTED, CmEventType.DEVICE_REMOVAL -> {
+                    flushedOnItsOwn = false;
+                    peerGone();
+                }
                 default -> logger.debug("{}: ignoring rdma_cm event {}", this, CmEventType.name(type));
             }
         } catch (Throwable t) {
@@ -881,6 +891,17 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
 
     private void peerGone() {
         peerGone = true;
+        RdmaConnection c = connection;
+        if (c != null) {
+            // To ERR, whoever drives it (rdma_cm's DISCONNECTED leaves it as it is): what is still posted flushes. A
+            // send (or invalidation) the device never finishes would otherwise keep the channel open after its peer
+            // left, with nothing left to time out (faults on kernel rxe, docs/faults.md).
+            try {
+                c.qp.modifyToError();
+            } catch (RuntimeException e) {
+                logger.debug("{}: moving the queue pair of a peer that left to ERR failed", this, e);
+            }
+        }
         if (connectPromise != null) {
             failConnect(new ConnectException("connection to " + requestedRemoteAddress + " was closed by the peer"));
             return;
@@ -924,6 +945,9 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
                 c.dropped(wcs, i);
             } else {
                 c.released(wcs, i);
+            }
+            if (!peerGone && isOpen()) {
+                flushedOnItsOwn = true;
             }
             peerGone = true;
             return;
@@ -1034,6 +1058,12 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
                 }
             }
             return;
+        }
+        if (peerGone) {
+            // Its queue pair is in ERR and what landed before has been polled: every slab of the ring counts as
+            // left and invalidated, so what arrived can be delivered (a slab the writer never left would hold it
+            // forever, and the channel with it).
+            c.peerLeft();
         }
         readReady();
         if (!isOpen() || connection == null) {
