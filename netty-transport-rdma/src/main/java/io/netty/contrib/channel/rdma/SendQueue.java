@@ -413,10 +413,10 @@ final class SendQueue {
 
     /**
      * The LOCAL_INV of {@code slot}, if it was one, is done: reported as done ({@code report}: not when the queue
-     * pair is gone and the connection with it); its reference goes. Failed or
-     * flushed it counts as done too: the queue pair is in ERR then, and the window is bound to it, so no write can
-     * land in the slab any more (without that, what arrived before a peer left would wait for an invalidation that
-     * never completes, and its channel would never close).
+     * pair is gone and the connection with it); its reference goes. Failed or flushed it counts as done too: the
+     * queue pair is in ERR then, and the window is bound to it, so no write can land in the slab any more (without
+     * that, what arrived before a peer left would wait for an invalidation that never completes, and its channel
+     * would never close).
      */
     private void finishInvalidation(int slot, boolean report) {
         ReceiveRing ring = invalidatedRings[slot];
