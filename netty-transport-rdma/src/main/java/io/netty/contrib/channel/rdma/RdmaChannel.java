@@ -70,10 +70,11 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
      */
     private volatile State state = State.NEW;
     /**
-     * The queue pair's work requests were flushed with no DISCONNECTED, error completion or event before (kernel
-     * rxe's requester can fail that way): the peer may not know, so the close still sends it a DREQ.
+     * The queue pair failed on its own, by an error completion (a retry budget run out, a refused write) or a
+     * flush with nothing before it (kernel rxe's requester can fail that way): the peer may not know, an idle one
+     * never notices, so the close still sends it a DREQ. Not after DISCONNECTED, a device or port event.
      */
-    private boolean flushedOnItsOwn;
+    private boolean peerMayNotKnow;
     // Beside the state, not in it: each is true or false in several states, independently of the others. The
     // halves shut down (set only while active), the peer gone (seen while connecting, accepting, active or
     // lingering), a read() not served yet, a SHUTDOWN waiting for send credit.
@@ -475,7 +476,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
                 // librdmacm's rdma_disconnect moves only the queue pairs it drives to ERR first
                 c.qp.modifyToError();
             }
-            if (id != null && established && (!peerGone || flushedOnItsOwn)) {
+            if (id != null && established && (!peerGone || peerMayNotKnow)) {
                 // Also when the queue pair failed on its own: the peer learns it from the DREQ, not from a retry
                 // budget it may not have (an idle peer notices nothing).
                 id.disconnect();
@@ -598,7 +599,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
                     }
                 }
                 case CmEventType.DISCONNECTED, CmEventType.DEVICE_REMOVAL -> {
-                    flushedOnItsOwn = false;
+                    peerMayNotKnow = false;
                     peerGone();
                 }
                 default -> logger.debug("{}: ignoring rdma_cm event {}", this, CmEventType.name(type));
@@ -947,7 +948,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
                 c.released(wcs, i);
             }
             if (!peerGone && isOpen()) {
-                flushedOnItsOwn = true;
+                peerMayNotKnow = true;
             }
             peerGone = true;
             return;
@@ -971,6 +972,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
                 return;
             }
             peerGone = e instanceof IOException;
+            peerMayNotKnow = peerGone;
             if (e instanceof ProtocolException) {
                 RdmaEvents.protocolError(local, remote, e.getMessage());
             }
@@ -1025,6 +1027,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
     /** The device failed the connection ({@code message}): fails the connect or closes the channel, at once. */
     private void failed(String message) {
         peerGone = true;
+        peerMayNotKnow = false;
         if (state == State.ACCEPTING) {
             dropAccepted(RefusalLog.Kind.FAILED, "failed before it was established: " + message, null);
             return;
