@@ -4,7 +4,7 @@
 #   c     the software device's C conformance tests, built against the system libraries
 #   java  the raw-verbs tests of the FFM layer and the transport tests, in one JVM (JUnit console launcher)
 #   perf  perftest ib_send_lat / ib_write_bw, then the echo example, for the RdmaChannel / verbs RTT ratio
-#   faults  the fault matrix (faults.sh) on two namespaces with their own rxe devices: the rows of fault_rows
+#   faults  the fault matrix (faults.sh) on a veth pair with an rxe device on each end: the rows of fault_rows
 # Reports and logs go to the results directory given as $1 (shared with the host); summary.txt has one line
 # per part. Exit status: 0 when every part passed, 1 otherwise.
 set -u

@@ -238,6 +238,22 @@ final class OfferedRings {
     }
 
     /**
+     * The queue pair is in ERR (the peer left): no write lands in any slab any more, so the slab the peer was filling
+     * counts as left and every closed slab as invalidated, without an invalidation to post (it could only flush):
+     * what arrived before can be delivered.
+     */
+    void queuePairFailed() {
+        for (ReceiveRing r : new ReceiveRing[] {current, retired}) {
+            if (r != null) {
+                r.slabs.writerLeft();
+                for (int m = r.slabs.takeClosed(Immediate.MAX_SLABS); m != 0; m &= m - 1) {
+                    r.slabs.invalidated(Integer.numberOfTrailingZeros(m));
+                }
+            }
+        }
+    }
+
+    /**
      * Adds the invalidations of up to {@code max} closed slabs to {@code sends}; with PD-wide rkeys (no windows) the
      * slabs count as invalidated at once. Returns how many work requests it added.
      */

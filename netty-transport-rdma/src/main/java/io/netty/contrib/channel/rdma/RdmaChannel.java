@@ -69,6 +69,12 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
      * {@link #isActive()} may be asked from anywhere.
      */
     private volatile State state = State.NEW;
+    /**
+     * The queue pair failed on its own, by an error completion (a retry budget run out, a refused write) or a
+     * flush with nothing before it (kernel rxe's requester can fail that way): the peer may not know, an idle one
+     * never notices, so the close still sends it a DREQ. Not after DISCONNECTED, a device or port event.
+     */
+    private boolean peerMayNotKnow;
     // Beside the state, not in it: each is true or false in several states, independently of the others. The
     // halves shut down (set only while active), the peer gone (seen while connecting, accepting, active or
     // lingering), a read() not served yet, a SHUTDOWN waiting for send credit.
@@ -470,7 +476,9 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
                 // librdmacm's rdma_disconnect moves only the queue pairs it drives to ERR first
                 c.qp.modifyToError();
             }
-            if (id != null && established && !peerGone) {
+            if (id != null && established && (!peerGone || peerMayNotKnow)) {
+                // Also when the queue pair failed on its own: the peer learns it from the DREQ, not from a retry
+                // budget it may not have (an idle peer notices nothing).
                 id.disconnect();
             }
         } catch (RuntimeException e) {
@@ -590,7 +598,10 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
                                 + what + PortStates.describeDown()), true);
                     }
                 }
-                case CmEventType.DISCONNECTED, CmEventType.DEVICE_REMOVAL -> peerGone();
+                case CmEventType.DISCONNECTED, CmEventType.DEVICE_REMOVAL -> {
+                    peerMayNotKnow = false;
+                    peerGone();
+                }
                 default -> logger.debug("{}: ignoring rdma_cm event {}", this, CmEventType.name(type));
             }
         } catch (Throwable t) {
@@ -881,6 +892,17 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
 
     private void peerGone() {
         peerGone = true;
+        RdmaConnection c = connection;
+        if (c != null) {
+            // To ERR, whoever drives it (rdma_cm's DISCONNECTED leaves it as it is): what is still posted flushes. A
+            // send (or invalidation) the device never finishes would otherwise keep the channel open after its peer
+            // left, with nothing left to time out (faults on kernel rxe, docs/faults.md).
+            try {
+                c.qp.modifyToError();
+            } catch (RuntimeException e) {
+                logger.debug("{}: moving the queue pair of a peer that left to ERR failed", this, e);
+            }
+        }
         if (connectPromise != null) {
             failConnect(new ConnectException("connection to " + requestedRemoteAddress + " was closed by the peer"));
             return;
@@ -925,6 +947,9 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             } else {
                 c.released(wcs, i);
             }
+            if (!peerGone && isOpen()) {
+                peerMayNotKnow = true;
+            }
             peerGone = true;
             return;
         }
@@ -947,6 +972,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
                 return;
             }
             peerGone = e instanceof IOException;
+            peerMayNotKnow = peerGone;
             if (e instanceof ProtocolException) {
                 RdmaEvents.protocolError(local, remote, e.getMessage());
             }
@@ -1001,6 +1027,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
     /** The device failed the connection ({@code message}): fails the connect or closes the channel, at once. */
     private void failed(String message) {
         peerGone = true;
+        peerMayNotKnow = false;
         if (state == State.ACCEPTING) {
             dropAccepted(RefusalLog.Kind.FAILED, "failed before it was established: " + message, null);
             return;
@@ -1034,6 +1061,12 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
                 }
             }
             return;
+        }
+        if (peerGone) {
+            // Its queue pair is in ERR and what landed before has been polled: every slab of the ring counts as
+            // left and invalidated, so what arrived can be delivered (a slab the writer never left would hold it
+            // forever, and the channel with it).
+            c.peerLeft();
         }
         readReady();
         if (!isOpen() || connection == null) {

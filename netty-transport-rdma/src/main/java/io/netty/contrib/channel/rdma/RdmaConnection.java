@@ -388,6 +388,16 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed, SendQueue.
         }
     }
 
+    /**
+     * The peer left and the queue pair was moved to ERR: what arrived in the ring can be delivered, its slabs taking
+     * no more writes ({@link OfferedRings#queuePairFailed}).
+     */
+    void peerLeft() {
+        if (!released) {
+            rings.queuePairFailed();
+        }
+    }
+
     @Override
     public void invalidated(ReceiveRing ring, int slab) {
         if (!released) {

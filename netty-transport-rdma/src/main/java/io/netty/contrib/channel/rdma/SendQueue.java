@@ -37,7 +37,8 @@ import java.lang.foreign.MemorySegment;
  * goes out, and the last of every batch, gets {@link Immediate#SEAL}: the writer leaves the slab it was filling, so
  * the peer can invalidate that slab and deliver it without waiting for writes that may come much later, and no SEND
  * overtakes a write the peer cannot deliver yet. The invalidations of this side's own slabs ({@code LOCAL_INV}) are
- * always signalled, and their successful completion is reported to the {@link Invalidations}.
+ * always signalled, and their completion is reported to the {@link Invalidations}; a failed or flushed one too,
+ * since its queue pair is in ERR then and takes no more writes.
  */
 final class SendQueue {
     /** Hears of invalidations of this side's ring slabs that completed. */
@@ -234,7 +235,7 @@ final class SendQueue {
 
     /**
      * Adds the invalidation ({@code LOCAL_INV}, signalled) of {@code slab}'s window {@code mw} of this side's
-     * {@code ring}; its successful completion is reported to the {@link Invalidations}, and either way it drops a
+     * {@code ring}; its completion, whatever its status, is reported to the {@link Invalidations}, and it drops a
      * reference to the ring, which the caller took.
      */
     void invalidate(MemoryWindow mw, ReceiveRing ring, int slab) {
@@ -388,7 +389,7 @@ final class SendQueue {
      */
     void completed(WorkCompletions wcs, int i) throws IOException {
         int status = wcs.status(i);
-        release(wcs, i, status == IbvWcStatus.SUCCESS);
+        release(wcs, i);
         if (status != IbvWcStatus.SUCCESS) {
             throw new IOException("RDMA send failed: " + IbvWcStatus.name(status)
                     + (status == IbvWcStatus.REM_ACCESS_ERR ? " (the peer refused a write into its ring)" : ""));
@@ -397,28 +398,34 @@ final class SendQueue {
 
     /** Releases the buffers of every send up to the one completed by {@code wcs[i]}, whatever its status. */
     void released(WorkCompletions wcs, int i) {
-        release(wcs, i, false);
+        release(wcs, i);
     }
 
-    private void release(WorkCompletions wcs, int i, boolean success) {
+    private void release(WorkCompletions wcs, int i) {
         int slot = WrId.slot(wcs.wrId(i));
         long seq = completed + Math.floorMod(slot - slotOf(completed), depth);
         for (long s = completed; s <= seq && s < posted; s++) {
-            finishInvalidation(slotOf(s), success);
+            finishInvalidation(slotOf(s), true);
             release(slotOf(s));
         }
         completed = Math.min(seq + 1, posted);
     }
 
-    /** The LOCAL_INV of {@code slot}, if it was one, is done: reported when it succeeded; its reference goes. */
-    private void finishInvalidation(int slot, boolean success) {
+    /**
+     * The LOCAL_INV of {@code slot}, if it was one, is done: reported as done ({@code report}: not when the queue
+     * pair is gone and the connection with it); its reference goes. Failed or flushed it counts as done too: the
+     * queue pair is in ERR then, and the window is bound to it, so no write can land in the slab any more (without
+     * that, what arrived before a peer left would wait for an invalidation that never completes, and its channel
+     * would never close).
+     */
+    private void finishInvalidation(int slot, boolean report) {
         ReceiveRing ring = invalidatedRings[slot];
         if (ring == null) {
             return;
         }
         invalidatedRings[slot] = null;
         try {
-            if (success && invalidations != null) {
+            if (report && invalidations != null) {
                 invalidations.invalidated(ring, invalidatedSlabs[slot]);
             }
         } finally {

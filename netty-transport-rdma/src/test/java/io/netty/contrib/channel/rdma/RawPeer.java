@@ -35,7 +35,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * whatever writes the test wants. Its own thread; nothing here runs on an event loop.
  */
 final class RawPeer implements AutoCloseable {
-    private static final int SLOTS = 4;
+    static final int SLOTS = 4;
     private static final int SLOT = 1024;
     /** Bytes of local memory to write from. */
     static final int PAYLOAD = 64 << 10;
@@ -60,6 +60,14 @@ final class RawPeer implements AutoCloseable {
     long slabSize;
 
     RawPeer(InetSocketAddress server) {
+        this(server, SLOTS);
+    }
+
+    /**
+     * Connects announcing {@code credits} receive credits while posting {@link #SLOTS} receives: with more, the
+     * server's sends beyond the receives are answered with RNR NAKs, and retried forever (RNR retry 7).
+     */
+    RawPeer(InetSocketAddress server, int credits) {
         id = channel.createId();
         id.resolveAddr(null, server, 2000);
         expect(CmEventType.ADDR_RESOLVED).ack();
@@ -76,7 +84,7 @@ final class RawPeer implements AutoCloseable {
             qp.postRecv(recvs, 0, SLOTS);
         }
         byte[] params = new byte[ConnectParameters.LENGTH];
-        new ConnectParameters().wrap(MemorySegment.ofArray(params)).writeHeader().recvCredits(SLOTS)
+        new ConnectParameters().wrap(MemorySegment.ofArray(params)).writeHeader().recvCredits(credits)
                 .recvBufferSize(SLOT);
         id.connect(ConnParam.of(params));
         expect(CmEventType.ESTABLISHED).ack();

@@ -12,12 +12,14 @@ import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.contrib.channel.rdma.RdmaChannel;
 import io.netty.contrib.channel.rdma.RdmaChannelOption;
 import io.netty.contrib.channel.rdma.RdmaIoHandler;
+import java.lang.reflect.Field;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.LongSupplier;
 
 /**
  * The client of the fault matrix (testsuite/rxe-vm/faults.sh), one JVM per row:
@@ -27,12 +29,16 @@ import java.util.concurrent.atomic.AtomicLong;
  * and the position, so a lost, duplicated or reordered byte shows as a mismatch at its offset; at most 2 MiB is
  * in flight per stream. Then it stops writing, waits up to 30 s for the rest of the echo, closes, and opens one
  * new channel that echoes 64 KiB (the server still answers). Prints, one a line:
- * {@code STREAMING <epoch ms>} once every stream is connected; {@code STREAM <i> sent=<bytes> verified=<bytes>
+ * {@code STREAMING <epoch ms>} once every stream is connected; {@code STALLED <i> <connection>} for a stream
+ * still open that did not drain (what its connection holds; 3 s later the streams close); {@code STREAM <i> sent=<bytes> verified=<bytes>
  * mismatch=<offset or none> closed=<epoch ms or open> writesFailed=<n> writesPending=<n> cause=<...>} per stream;
  * {@code NEWCLIENT ok|FAILED <ms or cause>}; {@code CLIENT-QPS <queue pairs left on the loop>};
- * {@code RESULT ...} with the totals. Exit code 0 when it got that far (the verdict is the script's).
+ * {@code RESULT ...} with the totals. The system property {@code fault.ringSize}, when set, is the channels'
+ * {@code RING_SIZE} (0: no receive rings, large messages by SEND). Exit code 0 when it got that far (the verdict is the script's).
  */
 public final class FaultClientProcess {
+    /** The system property both fault programs take as their channels' {@code RING_SIZE} when set. */
+    static final String RING_SIZE_PROPERTY = "fault.ringSize";
     private static final int WINDOW = 2 << 20;
     private static final int MAX_WRITE = 256 << 10;
 
@@ -56,6 +62,10 @@ public final class FaultClientProcess {
                     .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, 120_000)
                     .option(RdmaChannelOption.ACK_TIMEOUT, ackTimeout)
                     .option(RdmaChannelOption.RETRY_COUNT, retryCount);
+            Integer ringSize = Integer.getInteger(RING_SIZE_PROPERTY);
+            if (ringSize != null) {
+                b.option(RdmaChannelOption.RING_SIZE, ringSize);
+            }
             List<Stream> streams = new ArrayList<>();
             for (int i = 0; i < count; i++) {
                 Stream s = new Stream(i);
@@ -73,21 +83,33 @@ public final class FaultClientProcess {
                 s.channel.eventLoop().execute(s::stopWriting);
             }
             long elapsedMs = stop - start;
-            long verifiedTotal = 0;
-            int survived = 0;
-            int mismatches = 0;
+            boolean stalled = false;
             for (Stream s : streams) {
                 try {
                     s.drained.get(30, TimeUnit.SECONDS);
                 } catch (Exception e) {
                     // reported below: a stream that closed or never drained
                 }
+                if (s.channel.isActive() && s.closedAt == 0 && s.verified != s.sent) {
+                    print("STALLED " + s.index + " " + connectionState(s.channel));
+                    stalled = true;
+                }
+            }
+            if (stalled) {
+                Thread.sleep(3000); // the script asks the server for its children's state meanwhile
+            }
+            long verifiedTotal = 0;
+            int survived = 0;
+            int mismatches = 0;
+            for (Stream s : streams) {
                 long closedAt = s.closedAt; // before our own close below
                 boolean open = s.channel.isActive() && closedAt == 0;
                 if (open && s.mismatch < 0 && s.verified == s.sent) {
                     survived++;
                 }
                 s.channel.close().await(30, TimeUnit.SECONDS);
+                // the close promise completes before the loop has failed the writes still queued: wait for them
+                awaitZero(() -> s.writes.get() - s.writesDone.get(), 15);
                 mismatches += s.mismatch >= 0 ? 1 : 0;
                 verifiedTotal += s.verified;
                 print("STREAM " + s.index + " sent=" + s.sent + " verified=" + s.verified + " mismatch="
@@ -98,13 +120,24 @@ public final class FaultClientProcess {
                         + " metric=" + ((RdmaChannel) s.channel).metric().toString().replace(' ', '_'));
             }
             print("NEWCLIENT " + newClient(b, host, port));
-            Thread.sleep(500); // the closes' queue pairs are destroyed on the loop
+            // the closes' queue pairs are destroyed on the loop; a close lingers (at most 10 s) while its sends
+            // are in flight
+            EventLoopGroup g = group;
+            awaitZero(() -> RdmaIoHandler.metric(g.next()).queuePairs(), 15);
             print("CLIENT-QPS " + RdmaIoHandler.metric(group.next()).queuePairs());
             print(String.format("RESULT streams=%d survived=%d verifiedBytes=%d mismatches=%d seconds=%.1f "
                     + "MBps=%.2f", count, survived, verifiedTotal, mismatches, elapsedMs / 1000.0,
                     verifiedTotal / 1e6 / (elapsedMs / 1000.0)));
         } finally {
             group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
+        }
+    }
+
+    /** Waits up to {@code seconds} for {@code count} to reach 0. */
+    private static void awaitZero(LongSupplier count, int seconds) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
+        while (count.getAsLong() != 0 && System.nanoTime() < deadline) {
+            Thread.sleep(100);
         }
     }
 
@@ -129,6 +162,23 @@ public final class FaultClientProcess {
         } catch (Exception e) {
             s.channel.close();
             return "FAILED " + describe(s.cause != null ? s.cause : e);
+        }
+    }
+
+    /**
+     * What a stalled channel's connection holds (its credits, send queue, rings, received messages), read on its
+     * event loop: the transport's own description of its state, reached by reflection, since it is package-private.
+     */
+    static String connectionState(Channel ch) {
+        try {
+            return ch.eventLoop().submit(() -> {
+                Field f = RdmaChannel.class.getDeclaredField("connection");
+                f.setAccessible(true);
+                Object c = f.get(ch);
+                return c == null ? "no connection" : c.toString();
+            }).get(5, TimeUnit.SECONDS).replace('\n', ' ');
+        } catch (Exception e) {
+            return "state unavailable: " + describe(e);
         }
     }
 

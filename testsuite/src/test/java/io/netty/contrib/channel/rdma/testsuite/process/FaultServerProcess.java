@@ -25,10 +25,11 @@ import java.util.concurrent.atomic.AtomicLong;
 /**
  * The server of the fault matrix (testsuite/rxe-vm/faults.sh), one JVM for every row:
  * {@code FaultServerProcess ADDRESS PORT ACK_TIMEOUT}. Echoes every connection, with {@code ACK_TIMEOUT} on its
- * accepted channels (its own sends' retry timer; the retry count is the client's). Prints {@code PORT <n>} once
+ * accepted channels (its own sends' retry timer; the retry count is the client's), and the system property
+ * {@code fault.ringSize} as their {@code RING_SIZE} when set (0: no receive rings, large messages by SEND). Prints {@code PORT <n>} once
  * listening. Commands on standard input, one a line, each answered with one line:
  * {@code stats} → {@code STATS channels=<open children> accepted=<n> closed=<n> qps=<queue pairs of the loop>
- * groups=<queue groups>}; end of input shuts down and prints {@code STOPPED}. Every child that closes is
+ * groups=<queue groups>}, then a {@code CHILD-STATE <remote> <connection>} line per open child (what it holds); end of input shuts down and prints {@code STOPPED}. Every child that closes is
  * logged as {@code CHILD-CLOSED <remote> <cause or clean>}.
  */
 public final class FaultServerProcess {
@@ -45,7 +46,12 @@ public final class FaultServerProcess {
         AtomicLong accepted = new AtomicLong();
         AtomicLong closed = new AtomicLong();
         try {
-            Channel server = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
+            ServerBootstrap sb = new ServerBootstrap();
+            Integer ringSize = Integer.getInteger(FaultClientProcess.RING_SIZE_PROPERTY);
+            if (ringSize != null) {
+                sb.childOption(RdmaChannelOption.RING_SIZE, ringSize);
+            }
+            Channel server = sb.group(group).channel(RdmaServerChannel.class)
                     .childOption(RdmaChannelOption.ACK_TIMEOUT, Integer.parseInt(args[2]))
                     .childHandler(new ChannelInitializer<SocketChannel>() {
                         @Override
@@ -89,6 +95,10 @@ public final class FaultServerProcess {
                     println("STATS channels=" + children.size() + " accepted=" + accepted.get() + " closed="
                             + closed.get() + " qps=" + m.queuePairs() + " groups=" + m.queueGroups()
                             + " server=" + (server.isActive() ? "listening" : "closed"));
+                    for (Channel child : children) {
+                        println("CHILD-STATE " + child.remoteAddress() + " "
+                                + FaultClientProcess.connectionState(child));
+                    }
                 }
             }
             server.close().sync();
