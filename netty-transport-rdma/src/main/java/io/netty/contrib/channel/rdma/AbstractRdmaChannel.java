@@ -87,6 +87,10 @@ abstract class AbstractRdmaChannel extends AbstractChannel {
     void onPortDown(int port, String cause) {
     }
 
+    /** A periodic look at the channel's send progress (see {@link RdmaIoHandle#checkProgress}). */
+    void onProgressCheck(long now, long limitNanos) {
+    }
+
     /** Whether the channel, closed, still waits for sends in flight (see {@link RdmaIoHandle#lingering()}). */
     boolean isLingering() {
         return false;
@@ -127,6 +131,11 @@ abstract class AbstractRdmaChannel extends AbstractChannel {
         @Override
         public boolean lingering() {
             return isLingering();
+        }
+
+        @Override
+        public void checkProgress(long now, long limitNanos) {
+            onProgressCheck(now, limitNanos);
         }
 
         @Override

@@ -1024,6 +1024,30 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
         failed(cause);
     }
 
+    @Override
+    void onProgressCheck(long now, long limitNanos) {
+        RdmaConnection c = connection;
+        if (c == null || state != State.ACTIVE) {
+            return;
+        }
+        long stalled = c.sendStalledNanos(now);
+        if (stalled > limitNanos) {
+            String cause = "no send completion for " + stalled / 1_000_000 + " ms with work requests outstanding: the"
+                    + " peer stopped acknowledging them (RNR NAKs without end) or the device stopped completing them"
+                    + " (retries without end: retry_cnt and rnr_retry 7 on kernel rxe); closed after"
+                    + " RdmaIoHandlerConfig.sendStallTimeoutMillis (" + limitNanos / 1_000_000 + " ms)";
+            RdmaEvents.queuePairError(local, remote, "SEND_STALL", cause);
+            // Its queue pair is still retrying, or waiting: nothing more will come of it. The peer learns of the
+            // close from the DREQ.
+            peerGone = true;
+            peerMayNotKnow = true;
+            IOException e = new IOException(cause);
+            e.setStackTrace(new StackTraceElement[0]);
+            pipeline().fireExceptionCaught(e);
+            unsafe().close(unsafe().voidPromise());
+        }
+    }
+
     /** The device failed the connection ({@code message}): fails the connect or closes the channel, at once. */
     private void failed(String message) {
         peerGone = true;

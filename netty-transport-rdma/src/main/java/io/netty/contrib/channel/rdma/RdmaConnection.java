@@ -292,6 +292,18 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed, SendQueue.
         }
     }
 
+    /** How long the device has owed this connection a send completion and given none (0 when none is owed). */
+    long sendStalledNanos(long now) {
+        if (released) {
+            return 0;
+        }
+        if (sends.unsignaledTail()) {
+            // Unsignalled sends at the tail: ask, so that the next look knows whether they are stuck.
+            sends.probe();
+        }
+        return sends.stalledNanos(now);
+    }
+
     boolean hasPending() {
         return !released && !received.isEmpty();
     }

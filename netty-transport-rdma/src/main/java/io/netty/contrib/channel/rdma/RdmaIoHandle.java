@@ -33,6 +33,12 @@ interface RdmaIoHandle extends IoHandle {
     /** Whether the handle still has work in flight after its channel deregistered (a graceful close). */
     boolean lingering();
 
+    /**
+     * A periodic look at {@code now}: a handle whose device has owed it a send completion for more than
+     * {@code limitNanos} fails ({@link RdmaIoHandlerConfig#sendStallTimeoutMillis}).
+     */
+    void checkProgress(long now, long limitNanos);
+
     @Override
     default void handle(IoRegistration registration, IoEvent ioEvent) {
         throw new UnsupportedOperationException("RDMA handles take completions and rdma_cm events directly");

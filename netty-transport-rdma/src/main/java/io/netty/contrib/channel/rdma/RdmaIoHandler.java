@@ -95,6 +95,8 @@ public final class RdmaIoHandler implements IoHandler {
     private int nextId;
     /** How long the adaptive loop spins before it blocks. */
     private final SpinPolicy spin;
+    /** The periodic look at every handle's send progress ({@link #startProgressChecks}); null before the first. */
+    private java.util.concurrent.ScheduledFuture<?> progressCheck;
     /** The receive rings of this loop's connections together ({@link RdmaIoHandlerConfig#ringMemory}). */
     private final RingMemory ringMemory;
     private volatile boolean blocked;
@@ -685,8 +687,35 @@ public final class RdmaIoHandler implements IoHandler {
         }
     }
 
+    /**
+     * From the first registration on, every quarter of {@link RdmaIoHandlerConfig#sendStallTimeoutMillis} (at least
+     * 100 ms): each handle whose device has owed it a send completion for longer than that fails.
+     */
+    private void startProgressChecks() {
+        long limitMillis = config.sendStallTimeoutMillis();
+        if (progressCheck != null || limitMillis == 0 || !(executor instanceof SingleThreadEventExecutor loop)) {
+            return;
+        }
+        long period = Math.max(100, limitMillis / 4);
+        long limitNanos = TimeUnit.MILLISECONDS.toNanos(limitMillis);
+        progressCheck = loop.scheduleAtFixedRate(() -> {
+            long now = System.nanoTime();
+            for (Registration r : registrations.values().toArray(new Registration[0])) {
+                try {
+                    r.handle.checkProgress(now, limitNanos);
+                } catch (Throwable t) {
+                    logger.warn("failed to check the progress of {}", r.handle, t);
+                }
+            }
+        }, period, period, TimeUnit.MILLISECONDS);
+    }
+
     @Override
     public void prepareToDestroy() {
+        if (progressCheck != null) {
+            progressCheck.cancel(false);
+            progressCheck = null;
+        }
         if (fdWatcher != null) {
             fdWatcher.closeHandles();
         }
@@ -765,6 +794,7 @@ public final class RdmaIoHandler implements IoHandler {
         } while (id == 0 || registrations.containsKey(id));
         Registration registration = new Registration(id, rdmaHandle);
         registrations.put(id, registration);
+        startProgressChecks();
         handle.registered();
         return registration;
     }

@@ -29,6 +29,7 @@ public final class RdmaIoHandlerConfig {
     static final int DEFAULT_POLL_BATCH = 64;
     static final long DEFAULT_RING_MEMORY = 64L << 20;
     static final long DEFAULT_MEMORY_RELEASE_DELAY_MILLIS = 5000;
+    static final long DEFAULT_SEND_STALL_TIMEOUT_MILLIS = 30_000;
 
     private long spinNanos = DEFAULT_SPIN_NANOS;
     private boolean pureSpin;
@@ -38,6 +39,7 @@ public final class RdmaIoHandlerConfig {
     private int sharedReceiveQueueSize = DEFAULT_SHARED_RECEIVE_QUEUE_SIZE;
     private long ringMemory = DEFAULT_RING_MEMORY;
     private long memoryReleaseDelayMillis = DEFAULT_MEMORY_RELEASE_DELAY_MILLIS;
+    private long sendStallTimeoutMillis = DEFAULT_SEND_STALL_TIMEOUT_MILLIS;
     private HugePages hugePages = HugePages.AUTO;
 
     /**
@@ -169,6 +171,23 @@ public final class RdmaIoHandlerConfig {
         return this;
     }
 
+    public long sendStallTimeoutMillis() {
+        return sendStallTimeoutMillis;
+    }
+
+    /**
+     * How long a connection's device may owe it a send completion and give none before the channel closes with a
+     * cause that says so. A live connection's completions come within its retry budget (4.096 µs × 2^ack timeout ×
+     * (retry count + 1)); they stop for good when the peer answers with RNR NAKs without end ({@code rnr_retry} 7
+     * retries forever by the specification) or when a path is retried without end (kernel rxe treats
+     * {@code retry_cnt} 7 so): without this bound such a channel would stay open with its writes pending forever.
+     * Checked about every quarter of it. 0 never closes for it. Default 30000 (30 s).
+     */
+    public RdmaIoHandlerConfig sendStallTimeoutMillis(long sendStallTimeoutMillis) {
+        this.sendStallTimeoutMillis = checkPositiveOrZero(sendStallTimeoutMillis, "sendStallTimeoutMillis");
+        return this;
+    }
+
     /**
      * Whether a loop needs RDMA to start. True, the default: {@link RdmaIoHandler#newFactory(RdmaIoHandlerConfig)}
      * throws where RDMA is unavailable ({@link Rdma#unavailabilityCause()}). False: on such a host the loops start
@@ -211,6 +230,7 @@ public final class RdmaIoHandlerConfig {
         copy.sharedReceiveQueueSize = sharedReceiveQueueSize;
         copy.ringMemory = ringMemory;
         copy.memoryReleaseDelayMillis = memoryReleaseDelayMillis;
+        copy.sendStallTimeoutMillis = sendStallTimeoutMillis;
         copy.hugePages = hugePages;
         return copy;
     }

@@ -85,6 +85,13 @@ final class SendQueue {
     private boolean holding;
     /** The last work request posted was signalled (or none was posted). */
     private boolean tailSignaled = true;
+    /** The sequence number of the last signalled work request posted; -1 before the first. */
+    private long lastSignaled = -1;
+    /**
+     * {@code System.nanoTime()} of the last completion taken, or of the post that made a signalled work request
+     * outstanding when none was: how long the device has been silent about work it owes a completion for.
+     */
+    private long progressNanos;
     /** {@link #requestCompletion()} was called: the last work request of every batch is signalled. */
     private boolean signalLast;
     /** The batch index of the last ring write added whose slab the writer has not left, or -1. */
@@ -326,6 +333,7 @@ final class SendQueue {
         }
         seal();
         int flags = 0;
+        int lastSignaledIndex = -1;
         for (int i = 0; i < n; i++) {
             flags = batchFlags[i];
             if ((flags & IbvSendFlags.INLINE) == 0) {
@@ -337,6 +345,9 @@ final class SendQueue {
                 unsignaled = 0;
                 holding = false;
             }
+            if ((flags & IbvSendFlags.SIGNALED) != 0) {
+                lastSignaledIndex = i;
+            }
             wrs.sendFlags(i, flags);
         }
         batch = 0;
@@ -347,6 +358,9 @@ final class SendQueue {
         long first = posted;
         posted += n;
         tailSignaled = (flags & IbvSendFlags.SIGNALED) != 0;
+        if (lastSignaledIndex >= 0) {
+            noteSignaled(first + lastSignaledIndex);
+        }
         for (int i = 0; i < n; i++) {
             if ((batchFlags[i] & IbvSendFlags.INLINE) != 0) {
                 // Copied into the work request by ibv_post_send: the buffer is free again.
@@ -364,6 +378,21 @@ final class SendQueue {
     void requestCompletion() {
         signalLast = true;
         seal();
+        postSignaledTail();
+    }
+
+    /**
+     * Makes the device tell whether the work requests posted unsignalled at the tail have completed: a signalled
+     * zero-length RDMA WRITE behind them, once (its completion comes only after theirs). For the progress check:
+     * without it a stuck tail of unsignalled sends would owe no completion anybody waits for.
+     */
+    void probe() {
+        if (openRingWrite < 0) {
+            postSignaledTail();
+        }
+    }
+
+    private void postSignaledTail() {
         if (tailSignaled || completed == posted || batch != 0 || room() <= 0) {
             // Signalled already, nothing outstanding, a batch being added that will end signalled, or no room yet.
             return;
@@ -375,6 +404,30 @@ final class SendQueue {
         unsignaled = 0;
         holding = false;
         tailSignaled = true;
+        noteSignaled(posted - 1);
+    }
+
+    /** The signalled work request {@code seq} was posted: a completion is owed for it. */
+    private void noteSignaled(long seq) {
+        if (lastSignaled < completed) {
+            // Nothing was owed a completion: the device's silence counts from now.
+            progressNanos = System.nanoTime();
+        }
+        lastSignaled = seq;
+    }
+
+    /**
+     * How long the device has completed nothing while a signalled work request is outstanding (0 when none is):
+     * a peer that answers with RNR NAKs forever, or a path retried without end ({@code retry_cnt} 7 on kernel rxe),
+     * keeps it growing; on a live connection it stays within the retry budget.
+     */
+    long stalledNanos(long now) {
+        return lastSignaled >= completed ? Math.max(0, now - progressNanos) : 0;
+    }
+
+    /** Whether work requests are outstanding with no signalled one among them ({@link #probe()} asks). */
+    boolean unsignaledTail() {
+        return lastSignaled < completed && completed < posted;
     }
 
     private int slotOf(long seq) {
@@ -409,6 +462,7 @@ final class SendQueue {
             release(slotOf(s));
         }
         completed = Math.min(seq + 1, posted);
+        progressNanos = System.nanoTime();
     }
 
     /**
