@@ -75,6 +75,9 @@ public final class EchoClient {
                         });
                 if (options.tcpFallback) {
                     b.option(RdmaChannelOption.TCP_FALLBACK, true);
+                    if (options.tcpFallbackTimeoutMillis > 0) {
+                        b.option(RdmaChannelOption.TCP_FALLBACK_TIMEOUT_MILLIS, options.tcpFallbackTimeoutMillis);
+                    }
                 }
                 if (options.tos != 0) {
                     b.option(ChannelOption.IP_TOS, options.tos);

@@ -38,6 +38,8 @@ final class Options {
     int connectTimeoutSeconds = 30;
     /** Clients: connect over TCP where RDMA cannot reach the server (RdmaChannelOption.TCP_FALLBACK). */
     boolean tcpFallback;
+    /** {@code RdmaChannelOption.TCP_FALLBACK_TIMEOUT_MILLIS}; 0 keeps the transport's default (2000). */
+    int tcpFallbackTimeoutMillis;
     /** Servers: also answer TCP clients on the port (RdmaChannelOption.TCP_LISTEN). */
     boolean tcpListen;
     /** The client's IP_TOS: over RDMA the connection's traffic class (on RoCE v2 the IP header's TOS byte). */
@@ -61,6 +63,7 @@ final class Options {
                 case "--connect-timeout" -> o.connectTimeoutSeconds = intValue(args, ++i, arg, 1);
                 case "--spin-nanos" -> o.spinNanos = intValue(args, ++i, arg, 0);
                 case "--tcp-fallback" -> o.tcpFallback = true;
+                case "--tcp-fallback-timeout" -> o.tcpFallbackTimeoutMillis = intValue(args, ++i, arg, 1);
                 case "--tcp-listen" -> o.tcpListen = true;
                 case "--tos" -> o.tos = intValue(args, ++i, arg, 0);
                 case "--help", "-h" -> usage(null);
@@ -142,7 +145,8 @@ final class Options {
                 + " --warmup N (0: echoes before the measured ones, not counted) --concurrency CONNECTIONS (1)"
                 + " --threads LOOPS (1) --busy-poll --spin-nanos NS (the adaptive loop's longest spin, 50000)"
                 + " --stats (the transport's counters at the end) --transport rdma|epoll|nio (rdma)"
-                + " --tcp-fallback (clients: TCP where RDMA cannot reach the server) --tcp-listen (servers: TCP"
+                + " --tcp-fallback (clients: TCP where RDMA cannot reach the server) --tcp-fallback-timeout MS"
+                + " (2000: how long RDMA may take before TCP is tried) --tcp-listen (servers: TCP"
                 + " clients too, on the same port)"
                 + " --connect-timeout SECONDS (30, Netty's default: each connection's whole set-up; rdma_cm's address"
                 + " resolution in it has its own 2 s) --tos TOS (0: IP_TOS, over RDMA the traffic class, DSCP << 2)");
