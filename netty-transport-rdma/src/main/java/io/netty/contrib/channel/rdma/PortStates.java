@@ -59,27 +59,38 @@ final class PortStates {
      * {@code failure} itself.
      */
     static IOException explain(CmId id, int port, IOException failure) {
-        if (id == null) {
-            return failure;
-        }
-        String device = id.verbs().deviceName();
-        String cause = downCause(device);
-        if (cause == null) {
-            try {
-                if (id.verbs().queryPort(port).state() != IBV_PORT_ACTIVE) {
-                    cause = "port " + port + " of " + device + " is down (" + IbvEventType.name(IbvEventType.PORT_ERR)
-                            + " follows)";
-                }
-            } catch (RuntimeException e) {
-                return failure;
-            }
-        }
+        String cause = downCause(id, port);
         if (cause == null) {
             return failure;
         }
         IOException named = new IOException(cause + ": " + failure.getMessage(), failure);
         named.setStackTrace(new StackTraceElement[0]);
         return named;
+    }
+
+    /**
+     * Why the connection on {@code id} (on {@code port} of its device) cannot go on: a port of its device that is
+     * down, as its event said or, before the event has come, as the port's state says; {@code null} if it is up
+     * (or its state cannot be asked).
+     */
+    static String downCause(CmId id, int port) {
+        if (id == null) {
+            return null;
+        }
+        String device = id.verbs().deviceName();
+        String cause = downCause(device);
+        if (cause != null) {
+            return cause;
+        }
+        try {
+            if (id.verbs().queryPort(port).state() != IBV_PORT_ACTIVE) {
+                return "port " + port + " of " + device + " is down (" + IbvEventType.name(IbvEventType.PORT_ERR)
+                        + " follows)";
+            }
+        } catch (RuntimeException e) {
+            return null;
+        }
+        return null;
     }
 
     /** The ports down, as "; port 1 of softrdma0 went down (...)" for a failed connect's message; else "". */

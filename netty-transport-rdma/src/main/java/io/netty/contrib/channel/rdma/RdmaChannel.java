@@ -891,6 +891,14 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
     }
 
     private void peerGone() {
+        String portDown = portDownCause();
+        if (portDown != null) {
+            // Our port is down (its event is on its way to this loop): that, not the peer, is why the connection
+            // ended; a disconnect or a flushed queue pair that gets here first must not pass for a peer that left.
+            RdmaEvents.queuePairError(local, remote, IbvEventType.name(IbvEventType.PORT_ERR), portDown);
+            failed(portDown);
+            return;
+        }
         peerGone = true;
         RdmaConnection c = connection;
         if (c != null) {
@@ -1012,6 +1020,12 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             return;
         }
         failed(message);
+    }
+
+    /** Why this connection's device cannot carry it now (a port down, {@link PortStates}), or {@code null}. */
+    private String portDownCause() {
+        RdmaConnectionSettings settings = connectionSettings;
+        return connection == null ? null : PortStates.downCause(cmId, settings != null ? settings.port() : 1);
     }
 
     @Override
