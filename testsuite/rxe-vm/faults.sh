@@ -44,10 +44,14 @@ libdir=$(dirname "$(ldconfig -p | awk '$1 == "libibverbs.so.1" && /x86-64/ { pri
 # FAULT_RING_SIZE: the channels' RING_SIZE on both sides (0: no receive rings, so no memory windows: large
 # messages by SEND), to tell the transport's behaviour under a fault from that of rxe's memory windows
 ring_size=${FAULT_RING_SIZE:-}
+# FAULT_KERNEL_RXE_RINGS=true: offer receive rings on kernel rxe anyway (the transport offers none there by default,
+# since rxe's retransmissions replay memory-window work: docs/faults.md, finding 1), to show what that does
+rxe_rings=${FAULT_KERNEL_RXE_RINGS:-}
 jvm=("$java" --enable-native-access=ALL-UNNAMED -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
   -XX:ErrorFile="$fout/hs_err_pid%p.log" -Dio.netty.leakDetection.level=advanced
   -Dlogback.configurationFile="$project/testsuite/rxe-vm/logback.xml"
-  -Dio.netty.contrib.rdma.libraryPath="$libdir" ${ring_size:+-Dfault.ringSize=$ring_size} -cp "$cp")
+  -Dio.netty.contrib.rdma.libraryPath="$libdir" ${ring_size:+-Dfault.ringSize=$ring_size}
+  ${rxe_rings:+-Dio.netty.contrib.rdma.kernelRxeRings=$rxe_rings} -cp "$cp")
 pkg=io.netty.contrib.channel.rdma.testsuite.process
 
 # Kernel 6.1's rxe has one UDP socket, in the initial network namespace, so a device on a netdev of another
@@ -273,7 +277,7 @@ verbs_row() {
 
 {
   echo "Kernel $(uname -r), rdma-core $(dpkg-query -W -f='${Version}' libibverbs1 2>/dev/null), ACK_TIMEOUT" \
-    "$ack_timeout, RETRY_COUNT $retry_count (budget $budget_ms ms)${ring_size:+, RING_SIZE $ring_size}."
+    "$ack_timeout, RETRY_COUNT $retry_count (budget $budget_ms ms)${ring_size:+, RING_SIZE $ring_size}${rxe_rings:+, kernelRxeRings $rxe_rings}."
   echo
   echo "| row | bytes verified, throughput, mismatches | streams survived | close after fault (ms) | cause |" \
     "recovery | leaks (after the row) | verdict |"
@@ -293,7 +297,7 @@ if ! start_server; then
   cat "$fout/server.log"
   exit 1
 fi
-log "server on $srv_addr:$port; rows: $rows; budget $budget_ms ms (ACK_TIMEOUT $ack_timeout, RETRY_COUNT $retry_count); kernel $(uname -r)${ring_size:+; RING_SIZE $ring_size}"
+log "server on $srv_addr:$port; rows: $rows; budget $budget_ms ms (ACK_TIMEOUT $ack_timeout, RETRY_COUNT $retry_count); kernel $(uname -r)${ring_size:+; RING_SIZE $ring_size}${rxe_rings:+; kernelRxeRings $rxe_rings}"
 part_ms=$((budget_ms * 2))
 part_s=$(awk -v m=$part_ms 'BEGIN { printf "%.3f", m / 1000 }')
 for r in $rows; do

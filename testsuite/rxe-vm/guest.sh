@@ -189,6 +189,7 @@ run_java() {
     -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
     -Dlogback.configurationFile="$project/testsuite/rxe-vm/logback.xml" \
     -Dio.netty.contrib.rdma.libraryPath="$(system_library_dir)" -Dio.netty.contrib.rdma.test.address="$addr" \
+    -Dio.netty.contrib.rdma.kernelRxeRings=true \
     -cp "$cp" org.junit.platform.console.ConsoleLauncher execute --disable-banner --disable-ansi-colors \
     --details=testfeed --reports-dir="$out/java" "${java_selectors[@]}" >"$out/java/console.log" 2>&1
   rc=$?

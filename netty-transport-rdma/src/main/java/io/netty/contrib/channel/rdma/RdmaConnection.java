@@ -16,6 +16,7 @@ import io.netty.contrib.channel.rdma.internal.verbs.QpInitAttributes;
 import io.netty.contrib.channel.rdma.internal.verbs.QueuePair;
 import io.netty.contrib.channel.rdma.internal.verbs.WorkCompletions;
 import io.netty.util.concurrent.ScheduledFuture;
+import io.netty.util.internal.SystemPropertyUtil;
 import io.netty.util.internal.logging.InternalLogger;
 import io.netty.util.internal.logging.InternalLoggerFactory;
 
@@ -149,13 +150,34 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed, SendQueue.
     }
 
     private static volatile boolean loggedNoWindows;
+    private static volatile boolean loggedReplays;
+    /**
+     * Offers receive rings on kernel rxe although its retransmissions replay memory-window work (tests of the ring
+     * path on the real driver, on a network that loses nothing).
+     */
+    static final String KERNEL_RXE_RINGS_PROPERTY = "io.netty.contrib.rdma.kernelRxeRings";
 
     /**
      * The ring size to offer: the configured one, or 0 (large messages by SEND) on a device without type-2 memory
-     * windows, unless the channel accepts rkeys valid on every queue pair of the protection domain.
+     * windows, unless the channel accepts rkeys valid on every queue pair of the protection domain, and on a device
+     * that replays memory-window work when it retransmits (kernel rxe), unless {@link #KERNEL_RXE_RINGS_PROPERTY}
+     * is {@code true}.
      */
     private static int ringSize(RdmaChannelConfig config, RdmaDevices.Device device) {
-        if (config.getRingSize() == 0 || device.windows()) {
+        if (config.getRingSize() == 0) {
+            return 0;
+        }
+        if (device.replaysWindowWork() && !SystemPropertyUtil.getBoolean(KERNEL_RXE_RINGS_PROPERTY, false)) {
+            if (!loggedReplays) {
+                loggedReplays = true;
+                logger.info("{} is kernel rxe, whose retransmissions run the memory-window binds and invalidations of"
+                        + " a send queue again, which fails its queue pair: no receive rings are offered there (large"
+                        + " messages travel as SENDs, copied); -D{}=true offers them anyway", device.context(),
+                        KERNEL_RXE_RINGS_PROPERTY);
+            }
+            return 0;
+        }
+        if (device.windows()) {
             return config.getRingSize();
         }
         boolean allowed = config.isAllowPdWideRkeys();

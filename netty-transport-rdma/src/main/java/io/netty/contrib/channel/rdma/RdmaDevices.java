@@ -4,6 +4,7 @@ import io.netty.contrib.channel.rdma.internal.memory.MemoryRegistrar;
 import io.netty.contrib.channel.rdma.internal.verbs.DeviceAttributes;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvAccessFlags;
 import io.netty.contrib.channel.rdma.internal.verbs.MemoryRegion;
+import io.netty.contrib.channel.rdma.internal.verbs.NativeLibraries;
 import io.netty.contrib.channel.rdma.internal.verbs.ProtectionDomain;
 import io.netty.contrib.channel.rdma.internal.verbs.VerbsContext;
 import io.netty.util.internal.logging.InternalLogger;
@@ -38,9 +39,25 @@ final class RdmaDevices {
      * @param windows whether the device binds type-2 memory windows, with which each receive ring is writable on
      *                its own connection's queue pair only
      * @param maxSge  the scatter/gather entries a work request may have ({@code max_sge})
+     * @param replaysWindowWork whether a retransmission runs the memory-window work requests of the send queue
+     *                again (kernel rxe, {@link #isKernelRxe}): receive rings are then not offered by default
      */
     record Device(VerbsContext context, ProtectionDomain pd, RdmaByteBufAllocator allocator, boolean windows,
-                  int maxSge) {
+                  int maxSge, boolean replaysWindowWork) {
+    }
+
+    /** {@code vendor_id} of the Linux kernel's Soft-RoCE ({@code RXE_VENDOR_ID} of its {@code rxe_param.h}). */
+    private static final int RXE_VENDOR_ID = 0xFFFFFF;
+
+    /**
+     * Whether {@code attributes} are kernel rxe's: its vendor id and part 0, with the system's libibverbs (the
+     * project's software device reports the same ids, so that perftest takes its generic path, but does not replay).
+     * rxe's requester runs a BIND_MW or LOCAL_INV when its index reaches it, and a retransmission moves that index
+     * back to the oldest unacknowledged request, so every bind and invalidation after it runs again: a window bound
+     * twice or invalidated under a key it no longer has fails, and the queue pair with it (docs/faults.md, finding 1).
+     */
+    static boolean isKernelRxe(DeviceAttributes attributes, boolean softwareDevice) {
+        return !softwareDevice && attributes.vendorId() == RXE_VENDOR_ID && attributes.vendorPartId() == 0;
     }
 
     static synchronized Device of(VerbsContext context) {
@@ -48,18 +65,21 @@ final class RdmaDevices {
             ProtectionDomain pd = context.allocPd();
             boolean windows;
             int maxSge;
+            boolean replays;
             try {
                 DeviceAttributes attributes = context.queryDevice();
                 windows = attributes.supportsType2Windows();
                 maxSge = attributes.maxSge();
+                replays = isKernelRxe(attributes, NativeLibraries.isSoftwareDevice());
             } catch (RuntimeException e) {
                 // What every device supports: a header and a payload per SEND.
                 windows = false;
                 maxSge = 2;
+                replays = false;
             }
             return new Device(context, pd, new RdmaByteBufAllocator(new PdRegistrar(pd),
                     RdmaByteBufAllocator.DEFAULT_CHUNK_SIZE, RdmaByteBufAllocator.DEFAULT_MAX_POOLED_CAPACITY,
-                    RdmaByteBufAllocator.DEFAULT_MAX_EMPTY_CHUNKS, hugePages), windows, maxSge);
+                    RdmaByteBufAllocator.DEFAULT_MAX_EMPTY_CHUNKS, hugePages), windows, maxSge, replays);
         });
     }
 
