@@ -14,10 +14,11 @@
 #   --script FILE  set up rxe in the guest and run FILE with bash (in the checkout, with $addr and $device set)
 #                  instead of the tests; for debugging. The guest sees the host's files at their host paths.
 # environment:
-#   RDMA_RXE_VM_PARTS    which parts run (default "c java perf"): the C conformance tests, the Java tests, perftest
-#                        and the echo example; "faults" (not by default, docs/faults.md) the fault matrix
-#   RDMA_RXE_VM_FAULT_ROWS  rows of the fault matrix the part "faults" runs (default "clean", about 2 min; "all" for
-#                        the whole matrix of docs/faults.md, about 35 min; rows named in testsuite/rxe-vm/faults.sh)
+#   RDMA_RXE_VM_PARTS    which parts run (default "c java perf faults"): the C conformance tests, the Java tests,
+#                        perftest and the echo example, and rows of the fault matrix (docs/faults.md)
+#   RDMA_RXE_VM_FAULT_ROWS  rows of the fault matrix the part "faults" runs (default "clean loss1 partition-short",
+#                        CI's subset, about 3 min; "all" for the whole matrix of docs/faults.md, about 15 min; rows
+#                        named in testsuite/rxe-vm/faults.sh)
 #   RDMA_RXE_VM_ECHO_COUNT  echoes the echo example times (default 2000; EchoClient waits 120 s for them all)
 #   RDMA_RXE_VM_OUT      results directory (default testsuite/target/rxe-vm; earlier results are removed)
 #   RDMA_RXE_VM_CACHE    downloaded kernel and the initramfs (default ~/.cache/netty-transport-rdma/rxe-vm)
@@ -36,7 +37,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 project=$(cd "$here/../.." && pwd)
 cache=${RDMA_RXE_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/netty-transport-rdma/rxe-vm}
 out=${RDMA_RXE_VM_OUT:-$project/testsuite/target/rxe-vm}
-parts=${RDMA_RXE_VM_PARTS:-c java perf}
+parts=${RDMA_RXE_VM_PARTS:-c java perf faults}
 timeout_s=${RDMA_RXE_VM_TIMEOUT:-1800}
 build=yes
 mode=test
@@ -244,7 +245,7 @@ parts="$parts"
 mode=$mode
 script=$script
 echo_count=${RDMA_RXE_VM_ECHO_COUNT:-2000}
-fault_rows="${RDMA_RXE_VM_FAULT_ROWS:-clean}"
+fault_rows="${RDMA_RXE_VM_FAULT_ROWS:-clean loss1 partition-short}"
 EOF
 log "booting $(basename "$kernel_dir") under qemu (TCG); results in $out"
 boot_start=$(date +%s)

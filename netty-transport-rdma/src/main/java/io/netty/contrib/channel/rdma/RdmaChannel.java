@@ -891,7 +891,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
     }
 
     private void peerGone() {
-        String portDown = portDownCause();
+        String portDown = isOpen() ? portDownCause() : null;
         if (portDown != null) {
             // Our port is down (its event is on its way to this loop): that, not the peer, is why the connection
             // ended; a disconnect or a flushed queue pair that gets here first must not pass for a peer that left.

@@ -14,6 +14,7 @@ import io.netty.contrib.channel.rdma.internal.verbs.PortCounters;
 import io.netty.contrib.channel.rdma.internal.verbs.VerbsContext;
 import io.netty.contrib.channel.rdma.internal.verbs.VerbsDevice;
 import io.netty.contrib.channel.rdma.internal.verbs.VerbsException;
+import io.netty.util.internal.SystemPropertyUtil;
 
 import java.io.IOException;
 import java.net.Inet6Address;
@@ -227,6 +228,12 @@ final class RdmaDiagnostics {
                         + (a.fwVer().isEmpty() ? "-" : a.fwVer()) + ", max_qp " + a.maxQp() + ", max_cqe "
                         + a.maxCqe() + ", max_mr_size " + Long.toUnsignedString(a.maxMrSize()) + ", ports "
                         + a.physPortCnt());
+                if (RdmaDevices.isKernelRxe(a, NativeLibraries.isSoftwareDevice())) {
+                    line("    kernel rxe: no receive rings by default (its retransmissions replay memory-window work;"
+                            + " large messages travel as SENDs); -D" + RdmaConnection.KERNEL_RXE_RINGS_PROPERTY
+                            + "=true offers them" + (SystemPropertyUtil.getBoolean(
+                            RdmaConnection.KERNEL_RXE_RINGS_PROPERTY, false) ? " (set)" : ""));
+                }
                 for (int port = 1; port <= a.physPortCnt(); port++) {
                     port(device.name(), context, port);
                 }

@@ -66,7 +66,8 @@ class RdmaPinnedMemoryTest {
                 "/usr/bin/setpriv", "--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock",
                 Path.of(System.getProperty("java.home"), "bin", "java").toString(),
                 "--enable-native-access=ALL-UNNAMED", "-cp", classPath));
-        for (String property : new String[] {NativeLibraries.LIBRARY_PATH_PROPERTY, TestAddress.PROPERTY}) {
+        for (String property : new String[] {NativeLibraries.LIBRARY_PATH_PROPERTY, TestAddress.PROPERTY,
+                RdmaConnection.KERNEL_RXE_RINGS_PROPERTY}) {
             if (System.getProperty(property) != null) {
                 command.add("-D" + property + "=" + System.getProperty(property));
             }
