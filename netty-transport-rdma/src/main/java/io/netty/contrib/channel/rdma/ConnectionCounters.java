@@ -17,6 +17,7 @@ final class ConnectionCounters {
     long ringsWithdrawn;
     long copies;
     long zeroCopyBuffers;
+    long keepAliveProbes;
     /** When the current credit stall began (System.nanoTime()), or 0. Loop thread only. */
     long stalledSince;
 

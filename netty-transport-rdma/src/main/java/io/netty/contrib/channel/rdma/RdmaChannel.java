@@ -58,6 +58,9 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
 
     private final RdmaChannelConfig config;
     private CmId cmId;
+    /** {@link RdmaConnection#activity()} at the last progress check, and since when it has not changed. */
+    private long lastActivity;
+    private long idleSince;
     RdmaConnection connection; // package-private: tests print it when a transfer stalls
     /** The counters of the channel's connection, kept after it is torn down ({@link #metric()}). */
     volatile ConnectionCounters counters;
@@ -1044,6 +1047,12 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
         if (c == null || state != State.ACTIVE) {
             return;
         }
+        if (config.isKeepAlive()) {
+            keepAlive(c, now);
+        }
+        if (limitNanos == 0) {
+            return;
+        }
         long stalled = c.sendStalledNanos(now);
         if (stalled > limitNanos) {
             String cause = "no send completion for " + stalled / 1_000_000 + " ms with work requests outstanding: the"
@@ -1059,6 +1068,23 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             e.setStackTrace(new StackTraceElement[0]);
             pipeline().fireExceptionCaught(e);
             unsafe().close(unsafe().voidPromise());
+        }
+    }
+
+    /**
+     * {@code SO_KEEPALIVE}: a connection idle for {@link RdmaChannelOption#KEEPALIVE_IDLE_MILLIS} probes its peer
+     * (a zero-length RDMA WRITE). A peer that is gone fails the probe by retry exhaustion, and the channel closes
+     * as for any failed send; a probe that never completes is the send-stall watchdog's.
+     */
+    private void keepAlive(RdmaConnection c, long now) {
+        long activity = c.activity();
+        if (activity != lastActivity || idleSince == 0) {
+            lastActivity = activity;
+            idleSince = now;
+        } else if (now - idleSince >= TimeUnit.MILLISECONDS.toNanos(config.getKeepAliveIdleMillis())
+                && c.probeIdle()) {
+            c.counters.keepAliveProbes++;
+            idleSince = now;
         }
     }
 

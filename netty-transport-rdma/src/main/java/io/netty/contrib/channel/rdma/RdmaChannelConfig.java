@@ -29,12 +29,12 @@ import static io.netty.util.internal.ObjectUtil.checkPositiveOrZero;
  * Configuration of an {@link RdmaChannel}.
  *
  * <p>Socket options map to their RDMA counterpart where one exists: {@code SO_RCVBUF} is the receive ring size
- * ({@link RdmaChannelOption#RING_SIZE}), {@code IP_TOS} the traffic class rdma_cm gives the connection. Options
- * without an RDMA meaning are accepted and remembered so that code written for TCP keeps working:
- * {@code TCP_NODELAY} (RDMA never delays a send; always reported true), {@code SO_KEEPALIVE} (a dead peer is
- * detected by the transport's retries), {@code SO_SNDBUF} (the send side keeps no kernel buffer; Netty's
- * outbound buffer and {@link WriteBufferWaterMark} bound it), {@code SO_LINGER} (close always delivers what
- * was written before it) and {@code SO_REUSEADDR}.
+ * ({@link RdmaChannelOption#RING_SIZE}), {@code IP_TOS} the traffic class rdma_cm gives the connection,
+ * {@code SO_KEEPALIVE} makes an idle connection probe its peer ({@link RdmaChannelOption#KEEPALIVE_IDLE_MILLIS}).
+ * Options without an RDMA meaning are accepted and remembered so that code written for TCP keeps working:
+ * {@code TCP_NODELAY} (RDMA never delays a send; always reported true), {@code SO_SNDBUF} (the send side keeps no
+ * kernel buffer; Netty's outbound buffer and {@link WriteBufferWaterMark} bound it), {@code SO_LINGER} (close
+ * always delivers what was written before it) and {@code SO_REUSEADDR}.
  */
 public final class RdmaChannelConfig extends DefaultChannelConfig implements SocketChannelConfig {
     static final int DEFAULT_RECEIVE_CREDITS = 64;
@@ -47,6 +47,7 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
     static final int DEFAULT_WRITE_COALESCE_THRESHOLD = 2048;
     static final int DEFAULT_RESOLVE_TIMEOUT_MILLIS = 2000;
     static final int DEFAULT_ESTABLISH_TIMEOUT_MILLIS = 10_000;
+    static final int DEFAULT_KEEPALIVE_IDLE_MILLIS = 30_000;
     /** rdma_cm's own choice. */
     static final int DEFAULT_ACK_TIMEOUT = -1;
     static final int DEFAULT_RETRY_COUNT = 7;
@@ -77,6 +78,7 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
     private volatile int writeCoalesceThreshold = DEFAULT_WRITE_COALESCE_THRESHOLD;
     private volatile int resolveTimeoutMillis = DEFAULT_RESOLVE_TIMEOUT_MILLIS;
     private volatile int establishTimeoutMillis = DEFAULT_ESTABLISH_TIMEOUT_MILLIS;
+    private volatile int keepAliveIdleMillis = DEFAULT_KEEPALIVE_IDLE_MILLIS;
     private volatile int trafficClass;
     private volatile int ackTimeout = DEFAULT_ACK_TIMEOUT;
     private volatile int retryCount = DEFAULT_RETRY_COUNT;
@@ -106,7 +108,7 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
                 RdmaChannelOption.ALLOW_PD_WIDE_RKEYS, RdmaChannelOption.SEND_QUEUE_DEPTH,
                 RdmaChannelOption.MAX_INLINE_DATA, RdmaChannelOption.WRITE_COALESCE_THRESHOLD,
                 RdmaChannelOption.RESOLVE_TIMEOUT_MILLIS, RdmaChannelOption.ESTABLISH_TIMEOUT_MILLIS,
-                RdmaChannelOption.ACK_TIMEOUT, RdmaChannelOption.RETRY_COUNT, RdmaChannelOption.RNR_RETRY_COUNT,
+                RdmaChannelOption.KEEPALIVE_IDLE_MILLIS, RdmaChannelOption.ACK_TIMEOUT, RdmaChannelOption.RETRY_COUNT, RdmaChannelOption.RNR_RETRY_COUNT,
                 RdmaChannelOption.MIN_RNR_TIMER, RdmaChannelOption.DEVICE, RdmaChannelOption.GID_TYPE,
                 RdmaChannelOption.SERVICE_LEVEL, RdmaChannelOption.PATH_MTU);
     }
@@ -176,6 +178,9 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
         }
         if (option == RdmaChannelOption.ESTABLISH_TIMEOUT_MILLIS) {
             return (T) Integer.valueOf(getEstablishTimeoutMillis());
+        }
+        if (option == RdmaChannelOption.KEEPALIVE_IDLE_MILLIS) {
+            return (T) Integer.valueOf(getKeepAliveIdleMillis());
         }
         T fabric = getFabricOption(option);
         return fabric != null ? fabric : super.getOption(option);
@@ -284,6 +289,8 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
             setResolveTimeoutMillis((Integer) value);
         } else if (option == RdmaChannelOption.ESTABLISH_TIMEOUT_MILLIS) {
             setEstablishTimeoutMillis((Integer) value);
+        } else if (option == RdmaChannelOption.KEEPALIVE_IDLE_MILLIS) {
+            setKeepAliveIdleMillis((Integer) value);
         } else if (!setFabricOption(option, value)) {
             return super.setOption(option, value);
         }
@@ -542,6 +549,16 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
         return this;
     }
 
+    public int getKeepAliveIdleMillis() {
+        return keepAliveIdleMillis;
+    }
+
+    /** @see RdmaChannelOption#KEEPALIVE_IDLE_MILLIS */
+    public RdmaChannelConfig setKeepAliveIdleMillis(int keepAliveIdleMillis) {
+        this.keepAliveIdleMillis = checkPositive(keepAliveIdleMillis, "keepAliveIdleMillis");
+        return this;
+    }
+
     /** Always true: RDMA never holds a send back to coalesce it. */
     @Override
     public boolean isTcpNoDelay() {
@@ -596,7 +613,10 @@ public final class RdmaChannelConfig extends DefaultChannelConfig implements Soc
         return keepAlive;
     }
 
-    /** Accepted for compatibility: the transport's retries detect a dead peer. */
+    /**
+     * Whether an idle connection probes its peer ({@link RdmaChannelOption#KEEPALIVE_IDLE_MILLIS}), so that a peer
+     * gone without a disconnect is noticed although nothing is sent; off by default, as for TCP.
+     */
     @Override
     public RdmaChannelConfig setKeepAlive(boolean keepAlive) {
         this.keepAlive = keepAlive;

@@ -80,6 +80,11 @@ public final class RdmaChannelMetric {
         return c().zeroCopyBuffers;
     }
 
+    /** Zero-length RDMA WRITEs that probed the peer of an idle connection ({@code SO_KEEPALIVE}). */
+    public long keepAliveProbes() {
+        return c().keepAliveProbes;
+    }
+
     @Override
     public String toString() {
         ConnectionCounters c = c();
@@ -88,6 +93,6 @@ public final class RdmaChannelMetric {
                 + ", coalescedSends=" + c.coalescedSends + ", creditStalls=" + c.creditStalls
                 + ", creditStallNanos=" + c.creditStallNanos + ", ringsOffered=" + c.ringsOffered
                 + ", ringsWithdrawn=" + c.ringsWithdrawn + ", copies=" + c.copies + ", zeroCopyBuffers="
-                + c.zeroCopyBuffers + '}';
+                + c.zeroCopyBuffers + ", keepAliveProbes=" + c.keepAliveProbes + '}';
     }
 }

@@ -88,6 +88,17 @@ public final class RdmaChannelOption<T> extends ChannelOption<T> {
             "ESTABLISH_TIMEOUT_MILLIS");
 
     /**
+     * With {@code SO_KEEPALIVE} set: milliseconds a connection may be idle (nothing received, no send completed)
+     * before it probes its peer with a zero-length RDMA WRITE, which the peer's device acknowledges without its
+     * software; a peer gone without a disconnect (a partition, a host that died or hangs) fails the probe by retry
+     * exhaustion, and the channel closes with {@code RETRY_EXC_ERR} as its cause within this idle time, the check
+     * interval (at most a second) and the retry budget ({@link #ACK_TIMEOUT}, {@link #RETRY_COUNT}). An idle live
+     * connection sends one probe per interval. Default 30000.
+     */
+    public static final ChannelOption<Integer> KEEPALIVE_IDLE_MILLIS = valueOf(RdmaChannelOption.class,
+            "KEEPALIVE_IDLE_MILLIS");
+
+    /**
      * On a server channel: connection requests accepted and not yet established (see
      * {@link #ESTABLISH_TIMEOUT_MILLIS}) at most; beyond it requests are rejected ("no resources") until some
      * complete or time out. Default 1024.

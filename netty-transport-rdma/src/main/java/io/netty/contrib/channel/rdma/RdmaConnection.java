@@ -326,6 +326,19 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed, SendQueue.
         return sends.stalledNanos(now);
     }
 
+    /**
+     * Changes whenever a message is read or a send completes: a connection whose figure stays as it was is idle
+     * (the keepalive of {@link RdmaChannelOption#KEEPALIVE_IDLE_MILLIS}).
+     */
+    long activity() {
+        return counters.bytesRead + sends.completedCount();
+    }
+
+    /** Probes the peer when nothing is outstanding ({@link SendQueue#probeIdle}); whether a probe went out. */
+    boolean probeIdle() {
+        return !released && sends.probeIdle();
+    }
+
     boolean hasPending() {
         return !released && !received.isEmpty();
     }

@@ -35,7 +35,8 @@ interface RdmaIoHandle extends IoHandle {
 
     /**
      * A periodic look at {@code now}: a handle whose device has owed it a send completion for more than
-     * {@code limitNanos} fails ({@link RdmaIoHandlerConfig#sendStallTimeoutMillis}).
+     * {@code limitNanos} fails ({@link RdmaIoHandlerConfig#sendStallTimeoutMillis}; 0: none fails for it), and an
+     * idle one with {@code SO_KEEPALIVE} probes its peer.
      */
     void checkProgress(long now, long limitNanos);
 

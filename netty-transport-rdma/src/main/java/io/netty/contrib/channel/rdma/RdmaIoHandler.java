@@ -689,14 +689,15 @@ public final class RdmaIoHandler implements IoHandler {
 
     /**
      * From the first registration on, every quarter of {@link RdmaIoHandlerConfig#sendStallTimeoutMillis} (at least
-     * 100 ms): each handle whose device has owed it a send completion for longer than that fails.
+     * 100 ms, at most a second): each handle whose device has owed it a send completion for longer than that fails
+     * (0: never), and idle channels with {@code SO_KEEPALIVE} probe their peers.
      */
     private void startProgressChecks() {
         long limitMillis = config.sendStallTimeoutMillis();
-        if (progressCheck != null || limitMillis == 0 || !(executor instanceof SingleThreadEventExecutor loop)) {
+        if (progressCheck != null || !(executor instanceof SingleThreadEventExecutor loop)) {
             return;
         }
-        long period = Math.max(100, limitMillis / 4);
+        long period = limitMillis == 0 ? 1000 : Math.min(1000, Math.max(100, limitMillis / 4));
         long limitNanos = TimeUnit.MILLISECONDS.toNanos(limitMillis);
         progressCheck = loop.scheduleAtFixedRate(() -> {
             long now = System.nanoTime();

@@ -181,7 +181,8 @@ public final class RdmaIoHandlerConfig {
      * (retry count + 1)); they stop for good when the peer answers with RNR NAKs without end ({@code rnr_retry} 7
      * retries forever by the specification) or when a path is retried without end (kernel rxe treats
      * {@code retry_cnt} 7 so): without this bound such a channel would stay open with its writes pending forever.
-     * Checked about every quarter of it. 0 never closes for it. Default 30000 (30 s).
+     * Checked about every quarter of it, at most a second apart (the same check sends the keepalive probes of
+     * {@link RdmaChannelOption#KEEPALIVE_IDLE_MILLIS}). 0 never closes for it. Default 30000 (30 s).
      */
     public RdmaIoHandlerConfig sendStallTimeoutMillis(long sendStallTimeoutMillis) {
         this.sendStallTimeoutMillis = checkPositiveOrZero(sendStallTimeoutMillis, "sendStallTimeoutMillis");

@@ -397,6 +397,24 @@ final class SendQueue {
             // Signalled already, nothing outstanding, a batch being added that will end signalled, or no room yet.
             return;
         }
+        postProbe();
+    }
+
+    /**
+     * A keepalive probe on a queue with nothing outstanding: a signalled zero-length RDMA WRITE, which the peer's
+     * device acknowledges without its software (and without an rkey: nothing is placed). A peer that is gone
+     * without a word (a partition, a host that died or hangs) leaves it to the retries, which fail it,
+     * {@code RETRY_EXC_ERR}, and the connection with it. Returns whether it was posted.
+     */
+    boolean probeIdle() {
+        if (!idle() || openRingWrite >= 0 || room() <= 0) {
+            return false;
+        }
+        postProbe();
+        return true;
+    }
+
+    private void postProbe() {
         int slot = slotOf(posted);
         wrs.set(0, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.RDMA_WRITE, IbvSendFlags.SIGNALED);
         qp.postSend(wrs, 0, 1);
@@ -502,6 +520,11 @@ final class SendQueue {
                 more[j] = null;
             }
         }
+    }
+
+    /** The work requests completed so far. */
+    long completedCount() {
+        return completed;
     }
 
     /** No send is waiting for its completion. */
