@@ -185,7 +185,9 @@ static struct ibv_wc next_recv(struct wside *s, int *unacked_sends) {
  * thread it switched 2.8 times per round trip. With doorbells what remains is the traffic that arrives
  * between an event taken and the next arm (an ACK, the peer's next message), which no doorbell covers:
  * 0.01-0.1 per round trip on a loaded machine, where the thread re-arms before the peer answers; up to 0.4
- * on an idle one, where the peer answers at once.
+ * on an idle one, where the peer answers at once, and 1.2 once on CI's machine (faster than ours: the test took
+ * 0.13 s against 0.17-0.2 s here). How much arrives before the re-arm is the machine's, so the bound is the
+ * one a relaying device cannot meet: two switches per round trip (it made 2.8), not one.
  */
 #define PP_N 4000
 
@@ -207,7 +209,7 @@ static void pingpong(struct wside *s, int first) {
     long others = other_threads_switches() - before;
     LOG("%s: %d round trips, %ld arms, %ld events, other threads switched %ld times", first ? "ping" : "pong",
         PP_N, s->arms, s->events, others);
-    CHECK(others < PP_N, "the process's other threads switched %ld times in %d blocked round trips: "
+    CHECK(others < 2 * PP_N, "the process's other threads switched %ld times in %d blocked round trips: "
           "messages wake more than the waiting thread", others, PP_N);
 }
 
