@@ -40,6 +40,8 @@ public final class Harness {
     private final Path page;
     private final String rdmaLibrary;
     private final List<String> jvmArgs;
+    /** Processes that spin on the CPU beside every row: a machine with more runnable threads than cores. */
+    private final int cpuHogs;
     private final List<Result> results = new ArrayList<>();
     private final List<String> failures = new ArrayList<>();
     /** The 1-minute load average as each transport started: how quiet the machine was for its rows. */
@@ -55,6 +57,7 @@ public final class Harness {
         String library = System.getProperty(NativeLibraries.LIBRARY_PATH_PROPERTY,
                 System.getenv().getOrDefault(NativeLibraries.LIBRARY_PATH_ENV, NativeLibraries.BUNDLED));
         List<String> extraJvmArgs = new ArrayList<>();
+        int hogs = 0;
         String[] a = rest.toArray(String[]::new);
         for (int i = 0; i < a.length; i++) {
             switch (a[i]) {
@@ -63,9 +66,10 @@ public final class Harness {
                 case "--page" -> pageName = Settings.value(a, ++i, a[i - 1]);
                 case "--rdma-library" -> library = Settings.value(a, ++i, a[i - 1]);
                 case "--jvm-arg" -> extraJvmArgs.add(Settings.value(a, ++i, a[i - 1]));
+                case "--cpu-hogs" -> hogs = Integer.parseInt(Settings.value(a, ++i, a[i - 1]));
                 case "--help", "-h" -> {
                     System.out.println("options: --quick --transports " + ALL_TRANSPORTS + " --out DIR"
-                            + " --page FILE|none --rdma-library bundled|system|DIR --jvm-arg ARG --sizes CSV"
+                            + " --page FILE|none --rdma-library bundled|system|DIR --jvm-arg ARG --cpu-hogs N --sizes CSV"
                             + " --connections CSV --fresh-sizes CSV --latency-warmup S --latency-seconds S --latency-max-count N"
                             + " --throughput-warmup S --throughput-seconds S --idle-seconds S --threads N");
                     System.exit(0);
@@ -83,6 +87,10 @@ public final class Harness {
         page = pageName.equals("none") ? null : Path.of(pageName);
         rdmaLibrary = library;
         jvmArgs = List.copyOf(extraJvmArgs);
+        if (hogs < 0) {
+            throw new IllegalArgumentException("--cpu-hogs takes a count >= 0");
+        }
+        cpuHogs = hogs;
     }
 
     public static void main(String[] args) throws Exception {
@@ -98,6 +106,36 @@ public final class Harness {
         Machine machine = Machine.describe();
         System.err.printf("benchmark on %d cores (%s), load average %s%n", machine.cores(), machine.cpu(),
                 machine.loadBefore());
+        List<Process> hogs = startCpuHogs();
+        try {
+            runTransports();
+        } finally {
+            for (Process hog : hogs) {
+                hog.destroyForcibly();
+            }
+        }
+        machine = machine.finished();
+        write(machine);
+        for (String f : failures) {
+            System.err.println("FAILED " + f);
+        }
+        return failures.isEmpty() ? 0 : 1;
+    }
+
+    /** {@code --cpu-hogs}: shell loops that never block, started before the first row and stopped after the last. */
+    private List<Process> startCpuHogs() throws IOException {
+        List<Process> hogs = new ArrayList<>();
+        for (int i = 0; i < cpuHogs; i++) {
+            hogs.add(new ProcessBuilder("sh", "-c", "while :; do :; done").start());
+        }
+        if (cpuHogs > 0) {
+            System.err.println(cpuHogs + " CPU-bound processes run beside every row (--cpu-hogs)");
+            loads.add(cpuHogs + " CPU-bound processes beside every row");
+        }
+        return hogs;
+    }
+
+    private void runTransports() {
         for (String t : transports) {
             double load = Machine.loadAverage1();
             System.err.println("== " + t + " (load average " + load + ")");
@@ -116,12 +154,6 @@ public final class Harness {
                 System.err.println(t + " failed: " + e);
             }
         }
-        machine = machine.finished();
-        write(machine);
-        for (String f : failures) {
-            System.err.println("FAILED " + f);
-        }
-        return failures.isEmpty() ? 0 : 1;
     }
 
     // ---------------------------------------------------------------- Netty transports: two JVMs
