@@ -934,6 +934,15 @@ public final class RdmaIoHandler implements IoHandler {
          */
         void takeEvent() {
             CompletionQueue cq = channel.getCqEvent();
+            if (cq != null) {
+                // Armed again before its completions are polled (ibv_get_cq_event(3)'s order): a completion that
+                // comes while the loop works signals the channel, and the next wait returns at once. On the
+                // software device a CQ that is armed also keeps its peers' messages on the doorbell: without it,
+                // a message that came between this event and the next arm woke the device's progress thread,
+                // which then held the ring while the loop waited for it; on a machine with more runnable threads
+                // than cores that thread waits milliseconds for a core (docs/benchmarks/busy-machine.md).
+                cq.reqNotify(false);
+            }
             if (cq != null && cq.unackedEvents() >= 64) {
                 cq.ackEvents(cq.unackedEvents());
             }
