@@ -129,6 +129,8 @@ public final class Harness {
             hogs.add(new ProcessBuilder("sh", "-c", "while :; do :; done").start());
         }
         if (cpuHogs > 0) {
+            // Also when the harness is interrupted: a hog left behind would load every later run.
+            Runtime.getRuntime().addShutdownHook(new Thread(() -> hogs.forEach(Process::destroyForcibly)));
             System.err.println(cpuHogs + " CPU-bound processes run beside every row (--cpu-hogs)");
             loads.add(cpuHogs + " CPU-bound processes beside every row");
         }
