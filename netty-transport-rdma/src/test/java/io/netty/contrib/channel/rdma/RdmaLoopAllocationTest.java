@@ -36,7 +36,8 @@ class RdmaLoopAllocationTest {
     /**
      * The same for loops that block on every echo: they make 0.90-1.10 B per echo on the 2-core VM of 2026-12-06,
      * with or without the CQ armed again when its event is taken (medians 0.95-0.96 without, 1.00-1.03 with;
-     * a median of 1.0 failed a clean-clone .ci/run here), about 0.5 B per wake-up, which JFR's allocation sampling does not catch.
+     * a median of 1.0 failed a clean-clone .ci/run here), about 0.5 B per wake-up, which JFR's allocation
+     * sampling does not catch.
      * Twice that is the bound, so that a per-wake-up object (16 B and more per wake-up, 32 per echo) still fails.
      */
     private static final double BLOCKING_BOUND = 2.0;
