@@ -87,6 +87,10 @@ abstract class AbstractRdmaChannel extends AbstractChannel {
     void onPortDown(int port, String cause) {
     }
 
+    /** The device at {@code contextAddress} was removed (see {@link RdmaIoHandle#deviceRemoved}). */
+    void onDeviceRemoved(long contextAddress, String cause) {
+    }
+
     /** A periodic look at the channel's send progress (see {@link RdmaIoHandle#checkProgress}). */
     void onProgressCheck(long now, long limitNanos) {
     }
@@ -126,6 +130,11 @@ abstract class AbstractRdmaChannel extends AbstractChannel {
         @Override
         public void portDown(int port, String cause) {
             onPortDown(port, cause);
+        }
+
+        @Override
+        public void deviceRemoved(long contextAddress, String cause) {
+            onDeviceRemoved(contextAddress, cause);
         }
 
         @Override

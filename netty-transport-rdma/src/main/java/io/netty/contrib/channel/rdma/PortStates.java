@@ -2,6 +2,9 @@ package io.netty.contrib.channel.rdma;
 
 import io.netty.contrib.channel.rdma.internal.verbs.CmId;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvEventType;
+import io.netty.contrib.channel.rdma.internal.verbs.VerbsContext;
+import io.netty.util.internal.logging.InternalLogger;
+import io.netty.util.internal.logging.InternalLoggerFactory;
 
 import java.io.IOException;
 import java.net.ConnectException;
@@ -16,6 +19,7 @@ import java.util.concurrent.ConcurrentHashMap;
  * 1 of theirs), so a connection is refused while any port of its device is down. Any thread.
  */
 final class PortStates {
+    private static final InternalLogger logger = InternalLoggerFactory.getInstance(PortStates.class);
     /** {@code IBV_PORT_ACTIVE} of {@code enum ibv_port_state}. */
     private static final int IBV_PORT_ACTIVE = 4;
     /** What went down, by device name, then port: the cause a connection there is given. */
@@ -104,9 +108,29 @@ final class PortStates {
         return b.toString();
     }
 
-    /** Fails a connection whose route ({@code id}, its address resolved) is on a device with a port down. */
+    /**
+     * Fails a connection whose route ({@code id}, its address resolved) is on a device with a port down. A port
+     * recorded as down whose state is active again counts as up from now on: its {@code IBV_EVENT_PORT_ACTIVE} may
+     * never come (kernel rxe 6.1 sent none for the far end of a veth pair whose carrier came back), and a port that
+     * stayed down for the process would refuse every connection there until it exits.
+     */
     static void checkUp(CmId id) throws ConnectException {
-        String device = id.verbs().deviceName();
+        VerbsContext verbs = id.verbs();
+        String device = verbs.deviceName();
+        Map<Integer, String> ports = DOWN.get(device);
+        if (ports != null) {
+            for (Integer port : ports.keySet()) {
+                try {
+                    if (verbs.queryPort(port).state() == IBV_PORT_ACTIVE) {
+                        up(device, port);
+                        logger.info("port {} of {} is active again (no {} came): connections there go through", port,
+                                device, IbvEventType.name(IbvEventType.PORT_ACTIVE));
+                    }
+                } catch (RuntimeException e) {
+                    logger.debug("ibv_query_port of {} failed", device, e);
+                }
+            }
+        }
         String cause = downCause(device);
         if (cause != null) {
             throw new ConnectException("cannot connect to " + id.remoteAddress() + ": " + cause

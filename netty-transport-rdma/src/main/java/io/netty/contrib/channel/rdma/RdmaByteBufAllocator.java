@@ -156,6 +156,14 @@ public final class RdmaByteBufAllocator extends AbstractByteBufAllocator
         pool.close();
     }
 
+    /**
+     * Its device was removed: every chunk is deregistered now and its memory kept, so buffers still held stay
+     * usable; from now on the allocator hands out memory no device knows. Idempotent.
+     */
+    void deviceRemoved() {
+        pool.deregister();
+    }
+
     @Override
     public String toString() {
         return StringUtil.simpleClassName(this) + "(chunkSize: " + pool.chunkSize()

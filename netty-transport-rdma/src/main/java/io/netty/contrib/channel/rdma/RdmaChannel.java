@@ -601,9 +601,14 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
                                 + what + PortStates.describeDown()), true);
                     }
                 }
-                case CmEventType.DISCONNECTED, CmEventType.DEVICE_REMOVAL -> {
+                case CmEventType.DISCONNECTED -> {
                     peerMayNotKnow = false;
                     peerGone();
+                }
+                case CmEventType.DEVICE_REMOVAL -> {
+                    // Every channel and listener of the process on the device closes, from its own loop.
+                    String cause = RdmaDevices.removed(cmId.verbs());
+                    onDeviceRemoved(cmId.verbsAddress(), cause);
                 }
                 default -> logger.debug("{}: ignoring rdma_cm event {}", this, CmEventType.name(type));
             }
@@ -1039,6 +1044,20 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
         }
         RdmaEvents.queuePairError(local, remote, IbvEventType.name(IbvEventType.PORT_ERR), cause);
         failed(cause);
+    }
+
+    @Override
+    void onDeviceRemoved(long contextAddress, String cause) {
+        CmId id = cmId;
+        if (id == null || id.verbsAddress() != contextAddress) {
+            return;
+        }
+        if (isOpen()) {
+            RdmaEvents.queuePairError(local, remote, "DEVICE_REMOVAL", cause);
+            failed(cause);
+        }
+        // Nothing in flight will complete: what the channel holds on the device goes now.
+        closeNow();
     }
 
     @Override

@@ -7,6 +7,7 @@ import io.netty.contrib.channel.rdma.internal.verbs.MemoryRegion;
 import io.netty.contrib.channel.rdma.internal.verbs.NativeLibraries;
 import io.netty.contrib.channel.rdma.internal.verbs.ProtectionDomain;
 import io.netty.contrib.channel.rdma.internal.verbs.VerbsContext;
+import io.netty.util.concurrent.GlobalEventExecutor;
 import io.netty.util.internal.logging.InternalLogger;
 import io.netty.util.internal.logging.InternalLoggerFactory;
 
@@ -15,6 +16,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 
 /**
  * What the process shares per RDMA device while RDMA event loops run: one protection domain (queue pairs and
@@ -25,6 +27,21 @@ import java.util.Map;
 final class RdmaDevices {
     private static final InternalLogger logger = InternalLoggerFactory.getInstance(RdmaDevices.class);
     private static final Map<Long, Device> DEVICES = new HashMap<>();
+    /** Contexts of removed devices whose objects are being freed: not opened again meanwhile. */
+    private static final java.util.Set<Long> REMOVING = new java.util.HashSet<>();
+    /**
+     * librdmacm's device list, held while devices are open here, so that librdmacm never closes the context of a
+     * removed device before the objects made from it are freed ({@link VerbsContext#pinCmDevices()}); taken again
+     * at every {@link #look()}.
+     */
+    private static VerbsContext.CmDevices pin;
+    /** Earlier lists, still listing a removed device whose objects are being freed: given back once none is. */
+    private static final List<VerbsContext.CmDevices> HELD = new ArrayList<>();
+    /** The periodic {@link #look()} while devices are open. */
+    private static java.util.concurrent.ScheduledFuture<?> watch;
+    private static final long LOOK_MILLIS = 1000;
+    /** A removed device's objects could not all be freed: no list is given back any more. */
+    private static boolean keepLists;
     private static int handlers;
     private static Device defaultDevice;
     /** The pages of the allocators created from now on, chosen while no device is open. */
@@ -61,6 +78,19 @@ final class RdmaDevices {
     }
 
     static synchronized Device of(VerbsContext context) {
+        if (REMOVING.contains(context.address()) || !context.isOpen()) {
+            throw new IllegalStateException("RDMA device " + context + " was removed");
+        }
+        if (pin == null) {
+            pin = VerbsContext.pinCmDevices();
+            watch = GlobalEventExecutor.INSTANCE.scheduleWithFixedDelay(RdmaDevices::look, LOOK_MILLIS, LOOK_MILLIS,
+                    TimeUnit.MILLISECONDS);
+        }
+        if (pin.contexts().stream().noneMatch(c -> c.address() == context.address())) {
+            // A device added since the list was taken: listed (so referenced) too before anything is made from it.
+            HELD.add(pin);
+            pin = VerbsContext.pinCmDevices();
+        }
         return DEVICES.computeIfAbsent(context.address(), a -> {
             ProtectionDomain pd = context.allocPd();
             boolean windows;
@@ -133,6 +163,145 @@ final class RdmaDevices {
                 device.pd().close();
             } catch (RuntimeException e) {
                 logger.warn("failed to free the protection domain of {}", device.context(), e);
+            }
+        }
+        stopWatching();
+    }
+
+    /** No device open, none being removed: librdmacm's list is given back and no longer looked at. */
+    private static synchronized void stopWatching() {
+        if (pin != null && REMOVING.isEmpty() && DEVICES.isEmpty() && !keepLists) {
+            watch.cancel(false);
+            watch = null;
+            giveBack();
+            pin.close();
+            pin = null;
+        }
+    }
+
+    /**
+     * Every second while devices are open: takes librdmacm's device list again, which makes librdmacm look at which
+     * devices exist. A device the previous list had and this one lacks was removed: if the process has objects on
+     * it, they are freed first ({@link #removed}: a removal that no rdma_cm id reported, e.g. of a device whose
+     * connections are all closed); then the previous list is given back, and with it librdmacm's last reference to
+     * the removed device, whose context it then closes. Without this, a process that merely has a device open (every
+     * process that asked librdmacm for its devices has all of them open) would block its removal until it exits.
+     */
+    private static synchronized void look() {
+        if (pin == null) {
+            return;
+        }
+        VerbsContext.CmDevices fresh;
+        try {
+            fresh = VerbsContext.pinCmDevices();
+        } catch (RuntimeException e) {
+            // No device listed at all: librdmacm then drops none either (it keeps its list when it finds none).
+            logger.debug("rdma_get_devices failed", e);
+            return;
+        }
+        java.util.Set<Long> listed = new java.util.HashSet<>();
+        for (VerbsContext c : fresh.contexts()) {
+            listed.add(c.address());
+        }
+        for (VerbsContext c : pin.contexts()) {
+            if (!listed.contains(c.address()) && DEVICES.containsKey(c.address())) {
+                removed(c, "no longer listed by rdma_get_devices");
+            }
+        }
+        HELD.add(pin);
+        pin = fresh;
+        giveBack();
+    }
+
+    /** Gives the earlier lists back unless a removed device's objects are still being freed. */
+    private static synchronized void giveBack() {
+        if (REMOVING.isEmpty() && !keepLists) {
+            HELD.forEach(VerbsContext.CmDevices::close);
+            HELD.clear();
+        }
+    }
+
+    /**
+     * The device of {@code context} is being removed ({@code RDMA_CM_EVENT_DEVICE_REMOVAL} on an id bound to it; any
+     * thread): every loop closes its channels and listeners on it with the returned cause and frees its queues
+     * there; after the last, the device's allocator lets go of its registrations (held buffers stay usable), its
+     * protection domain is freed and librdmacm is let close the context, so that the kernel can finish the removal
+     * (kernel rxe waits for that). Every id on the device reports the removal: the first report does this, the others
+     * only get the cause.
+     */
+    static String removed(VerbsContext context) {
+        return removed(context, "RDMA_CM_EVENT_DEVICE_REMOVAL");
+    }
+
+    /** {@link #removed(VerbsContext)}, found out as {@code how} says. */
+    static String removed(VerbsContext context, String how) {
+        String name = context.isOpen() ? context.deviceName() : context.toString();
+        String cause = "RDMA device " + name + " was removed (" + how + ")";
+        Device device;
+        synchronized (RdmaDevices.class) {
+            device = DEVICES.remove(context.address());
+            if (device == null || !REMOVING.add(context.address())) {
+                return cause;
+            }
+            if (defaultDevice == device) {
+                defaultDevice = null;
+            }
+        }
+        logger.warn("{}: closing every connection and listener on it and releasing it", cause);
+        java.util.Collection<RdmaIoHandler> loops = RdmaIoHandler.loops();
+        java.util.concurrent.atomic.AtomicInteger left = new java.util.concurrent.atomic.AtomicInteger(
+                loops.size() + 1);
+        Runnable done = () -> {
+            if (left.decrementAndGet() == 0) {
+                free(device, name);
+            }
+        };
+        for (RdmaIoHandler loop : loops) {
+            try {
+                loop.execute(() -> {
+                    try {
+                        loop.deviceRemoved(device, cause);
+                    } finally {
+                        done.run();
+                    }
+                });
+            } catch (java.util.concurrent.RejectedExecutionException e) {
+                // That loop is shutting down: its own destroy() frees what it has.
+                done.run();
+            }
+        }
+        done.run();
+        return cause;
+    }
+
+    /** Every loop has let go of the removed {@code device}: what the process has on it goes, then its context. */
+    private static void free(Device device, String name) {
+        try {
+            device.allocator().deviceRemoved();
+        } catch (RuntimeException e) {
+            logger.warn("failed to deregister the memory of the removed device {}", name, e);
+        }
+        boolean freed = true;
+        try {
+            device.pd().close();
+        } catch (RuntimeException e) {
+            freed = false;
+            logger.warn("the protection domain of the removed device {} is still in use: its context stays open"
+                    + " (and the kernel's removal waits) until the process exits", name, e);
+        }
+        synchronized (RdmaDevices.class) {
+            if (!freed) {
+                // librdmacm would close the context under objects still made from it.
+                keepLists = true;
+            }
+            VerbsContext.forgetCm(device.context());
+            REMOVING.remove(device.context().address());
+            // A new look at the devices lets librdmacm see that this one is gone; giving the old list back then drops
+            // the last reference to its context, which librdmacm closes.
+            giveBack();
+            logger.info("the removed RDMA device {} is released", name);
+            if (handlers == 0) {
+                stopWatching();
             }
         }
     }

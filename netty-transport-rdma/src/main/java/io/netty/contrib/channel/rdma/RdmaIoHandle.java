@@ -30,6 +30,12 @@ interface RdmaIoHandle extends IoHandle {
      */
     void portDown(int port, String cause);
 
+    /**
+     * The device whose context is at {@code contextAddress} was removed: a handle with anything on it (an rdma_cm id
+     * bound to it, a queue pair) closes now, with {@code cause}, and frees what it has there. Others ignore it.
+     */
+    void deviceRemoved(long contextAddress, String cause);
+
     /** Whether the handle still has work in flight after its channel deregistered (a graceful close). */
     boolean lingering();
 

@@ -159,6 +159,9 @@ public final class RdmaIoHandler implements IoHandler {
         long slots = 0;
         for (int i = 0; i < groups.size(); i++) {
             QueueGroup g = groups.get(i);
+            if (g == null) {
+                continue; // its device was removed
+            }
             entries += g.completionQueueEntries();
             reserved += g.completionQueueReserved();
             granted += g.creditsGranted();
@@ -284,7 +287,7 @@ public final class RdmaIoHandler implements IoHandler {
         assert executor.isExecutorThread(Thread.currentThread());
         DeviceQueue q = null;
         for (DeviceQueue d : deviceQueues) {
-            if (d.context.address() == device.context().address()) {
+            if (d != null && d.context == device.context()) {
                 q = d;
                 break;
             }
@@ -318,7 +321,7 @@ public final class RdmaIoHandler implements IoHandler {
         q.groups.add(g);
         groups.add(g);
         DeviceEvents.addGroup(g, this);
-        queueGroupCount = groups.size();
+        queueGroupCount = liveGroups();
         queuesChanged();
         return g;
     }
@@ -362,7 +365,7 @@ public final class RdmaIoHandler implements IoHandler {
     /** A device-wide event ({@code IBV_EVENT_DEVICE_FATAL}): this loop's connections on the device. */
     void deviceEvent(long contextAddress, int type) {
         for (DeviceQueue q : deviceQueues) {
-            if (q.context.address() == contextAddress) {
+            if (q != null && q.context.address() == contextAddress) {
                 for (QueueGroup g : q.groups) {
                     queueEvent(g, type);
                 }
@@ -371,12 +374,72 @@ public final class RdmaIoHandler implements IoHandler {
     }
 
     /**
+     * {@code device} was removed ({@link RdmaDevices#removed}): this loop's channels and listeners on it close with
+     * {@code cause}, then its completion channel, queue groups and receive-ring memory on the device are freed, so
+     * that the device's protection domain, and then its context, can go. Loop thread.
+     */
+    void deviceRemoved(RdmaDevices.Device device, String cause) {
+        long address = device.context().address();
+        for (Registration r : registrations.values().toArray(new Registration[0])) {
+            try {
+                r.handle.deviceRemoved(address, cause);
+            } catch (Throwable t) {
+                logger.warn("failed to close {} on the removal of its device", r.handle, t);
+            }
+        }
+        for (int i = 0; i < deviceQueues.size(); i++) {
+            DeviceQueue q = deviceQueues.get(i);
+            if (q == null || q.context != device.context()) {
+                continue;
+            }
+            for (QueueGroup g : q.groups) {
+                DeviceEvents.removeGroup(g);
+                groups.set(g.index, null);
+                try {
+                    g.close();
+                } catch (RuntimeException e) {
+                    logger.warn("{}: queues still in use on a removed device", g, e);
+                }
+            }
+            q.groups.clear();
+            try {
+                epoll.remove(q.channel.fd());
+                epoll.remove(q.context.asyncFd());
+            } catch (IOException | RuntimeException e) {
+                logger.debug("epoll_ctl DEL of a removed device's fds failed", e);
+            }
+            try {
+                q.close();
+            } catch (RuntimeException e) {
+                logger.warn("completion channel of a removed device still in use", e);
+            }
+            deviceQueues.set(i, null);
+        }
+        ringMemory.deviceRemoved(device.pd());
+        queueGroupCount = liveGroups();
+        queuesChanged();
+    }
+
+    private int liveGroups() {
+        int live = 0;
+        for (QueueGroup g : groups) {
+            live += g != null ? 1 : 0;
+        }
+        return live;
+    }
+
+    /** The loops alive now. */
+    static java.util.Collection<RdmaIoHandler> loops() {
+        return new ArrayList<>(BY_LOOP.values());
+    }
+
+    /**
      * {@code port} of the device went down ({@code IBV_EVENT_PORT_ERR}): this loop's connections on it close with
      * {@code cause}.
      */
     void portDown(long contextAddress, int port, String cause) {
         for (DeviceQueue q : deviceQueues) {
-            if (q.context.address() != contextAddress) {
+            if (q == null || q.context.address() != contextAddress) {
                 continue;
             }
             for (Registration r : byQpNum.values().toArray(new Registration[0])) {
@@ -488,7 +551,10 @@ public final class RdmaIoHandler implements IoHandler {
     /** {@code preempted}: the spin before this block lost its core to other threads. */
     private int block(IoHandlerContext context, boolean preempted) {
         for (int i = 0; i < groups.size(); i++) {
-            groups.get(i).cq.reqNotify(false);
+            QueueGroup g = groups.get(i);
+            if (g != null) {
+                g.cq.reqNotify(false);
+            }
         }
         // A completion between the last poll and arming does not signal the channel: look once more. rdma_cm
         // events need no look: epoll watches their channel.
@@ -511,7 +577,7 @@ public final class RdmaIoHandler implements IoHandler {
                         wakeFd.drain();
                     } else if (token == CM_TOKEN || token == FD_TOKEN || token >= ASYNC_TOKEN) {
                         cmReady = true;
-                    } else if (token >= 0 && token < deviceQueues.size()) {
+                    } else if (token >= 0 && token < deviceQueues.size() && deviceQueues.get((int) token) != null) {
                         deviceQueues.get((int) token).takeEvent();
                     }
                 }
@@ -571,7 +637,10 @@ public final class RdmaIoHandler implements IoHandler {
         }
         if (cmEvents) {
             for (int i = 0; i < deviceQueues.size(); i++) {
-                work += DeviceEvents.takeAll(deviceQueues.get(i).context, deviceQueues.get(i).asyncEvent);
+                DeviceQueue q = deviceQueues.get(i);
+                if (q != null) {
+                    work += DeviceEvents.takeAll(q.context, q.asyncEvent);
+                }
             }
         }
         if (!afterCompletions.isEmpty()) {
@@ -600,6 +669,9 @@ public final class RdmaIoHandler implements IoHandler {
         WorkCompletions wcs = completions;
         for (int i = 0; i < groups.size(); i++) {
             QueueGroup g = groups.get(i);
+            if (g == null) {
+                continue;
+            }
             int n;
             int found = 0;
             do {
@@ -735,6 +807,9 @@ public final class RdmaIoHandler implements IoHandler {
         prepareToDestroy();
         closeDeferred();
         for (QueueGroup g : groups) {
+            if (g == null) {
+                continue;
+            }
             DeviceEvents.removeGroup(g);
             try {
                 g.close();
@@ -747,6 +822,9 @@ public final class RdmaIoHandler implements IoHandler {
         queueGroupCount = 0;
         BY_LOOP.remove(executor, this);
         for (DeviceQueue q : deviceQueues) {
+            if (q == null) {
+                continue;
+            }
             try {
                 q.close();
             } catch (RuntimeException e) {

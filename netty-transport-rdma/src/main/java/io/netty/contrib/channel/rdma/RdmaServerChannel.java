@@ -149,6 +149,17 @@ public final class RdmaServerChannel extends AbstractRdmaChannel implements Serv
         return id;
     }
 
+    /** A listener bound to an address of the removed device closes; one on every address goes on serving. */
+    @Override
+    void onDeviceRemoved(long contextAddress, String cause) {
+        CmId id = cmId;
+        if (!open || id == null || id.verbsAddress() != contextAddress) {
+            return;
+        }
+        logger.warn("{}: {}: the listener closes", this, cause);
+        unsafe().close(unsafe().voidPromise());
+    }
+
     @Override
     protected void doClose() {
         open = false;
@@ -215,6 +226,11 @@ public final class RdmaServerChannel extends AbstractRdmaChannel implements Serv
 
     @Override
     void onCmEvent(CmEvent event) {
+        if (event.type() == CmEventType.DEVICE_REMOVAL && cmId != null) {
+            // Its address was on the device: every channel and listener of the process there closes.
+            onDeviceRemoved(cmId.verbsAddress(), RdmaDevices.removed(cmId.verbs()));
+            return;
+        }
         if (event.type() != CmEventType.CONNECT_REQUEST) {
             logger.debug("{}: ignoring rdma_cm event {}", this, CmEventType.name(event.type()));
             return;

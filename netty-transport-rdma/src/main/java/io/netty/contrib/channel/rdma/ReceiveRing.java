@@ -178,6 +178,7 @@ final class ReceiveRing extends ExternalRegion {
             ReceiveRing ring = new ReceiveRing(arena, null, null, budget, memory, mr, 0, null, slabCount, generation,
                     alloc, loop, owner);
             budget.registered(ringSize);
+            budget.ownRegion(ring, pd);
             return ring;
         } catch (RuntimeException e) {
             if (mr != null) {
@@ -290,6 +291,7 @@ final class ReceiveRing extends ExternalRegion {
                     } finally {
                         arena.close();
                         budget.registered(-size);
+                        budget.ownRegionFreed(this);
                     }
                 }
             } finally {

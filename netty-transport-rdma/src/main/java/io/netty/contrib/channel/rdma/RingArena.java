@@ -216,6 +216,17 @@ final class RingArena {
         }
     }
 
+    /**
+     * The device was removed: every block is deregistered now; empty ones are freed, the memory of the others stays
+     * for the buffers held over it and goes when they are released.
+     */
+    synchronized void deviceRemoved() {
+        close();
+        for (Block b : blocks) {
+            b.mr.close();
+        }
+    }
+
     /** Bytes registered in blocks. */
     synchronized long registered() {
         long sum = 0;

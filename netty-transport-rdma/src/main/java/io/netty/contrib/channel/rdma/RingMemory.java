@@ -112,6 +112,34 @@ final class RingMemory {
         return limit;
     }
 
+    /** Rings with a region of their own (PD-wide rkeys) alive now, and their protection domains. */
+    private final Map<ReceiveRing, ProtectionDomain> ownRegions = new java.util.concurrent.ConcurrentHashMap<>();
+
+    /** {@code ring} has a region of its own on {@code pd} until {@link #ownRegionFreed}. */
+    void ownRegion(ReceiveRing ring, ProtectionDomain pd) {
+        ownRegions.put(ring, pd);
+    }
+
+    void ownRegionFreed(ReceiveRing ring) {
+        ownRegions.remove(ring);
+    }
+
+    /**
+     * The device of {@code pd} was removed and its connections are closed: every ring region on it is deregistered
+     * now, held or not (held buffers keep the memory), so that {@code pd} can be freed. Loop thread.
+     */
+    void deviceRemoved(ProtectionDomain pd) {
+        RingArena arena = arenas.remove(pd);
+        if (arena != null) {
+            arena.deviceRemoved();
+        }
+        ownRegions.forEach((ring, p) -> {
+            if (p == pd) {
+                ring.mr.close();
+            }
+        });
+    }
+
     /** The loop ends: blocks no ring uses are deregistered. */
     void close() {
         arenas.values().forEach(RingArena::close);

@@ -31,7 +31,8 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * Two devices on one host, each with its own addresses (the software device with
  * {@code SOFTRDMA_DEVICE1_ADDRS=127.0.0.2}, the {@code two-devices} execution of the pom; elsewhere two RDMA devices
  * and {@code RDMA_TEST_ADDR2}, an address of the second): a server on each address, each connection on the device
- * that owns the address it was made to, both reachable; a port going down on one leaves the other serving.
+ * that owns the address it was made to, both reachable; a port going down on one, or one removed, leaves the other
+ * serving.
  */
 @Timeout(60)
 class RdmaTwoDevicesTest {
@@ -90,6 +91,30 @@ class RdmaTwoDevicesTest {
             if (down != null) {
                 PortSwitch.set(down, true);
             }
+            group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
+        }
+    }
+
+    @Test
+    void oneDeviceRemovedLeavesTheOtherServing() throws Exception {
+        InetAddress second = secondAddress();
+        EventLoopGroup group = new MultiThreadIoEventLoopGroup(2, RdmaIoHandler.newFactory());
+        try {
+            String secondDevice = echoOnce(group, second);
+            Channel onFirst = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
+                    .childHandler(new ChannelInboundHandlerAdapter()).bind(TestAddress.get(), 0).sync().channel();
+            Channel onSecond = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
+                    .childHandler(new ChannelInboundHandlerAdapter()).bind(second, 0).sync().channel();
+            VerbsContext removed = VerbsContext.cmDevices().stream()
+                    .filter(c -> c.deviceName().equals(secondDevice)).findFirst().orElseThrow();
+            RdmaDevices.removed(removed);
+            assertThat(onSecond.closeFuture().await(10, TimeUnit.SECONDS)).as("the listener on the removed device's"
+                    + " address closed").isTrue();
+            String first = echoOnce(group, TestAddress.get());
+            assertThat(first).as("the first address's device").isNotEqualTo(secondDevice);
+            assertThat(onFirst.isOpen()).as("the listener on the other device").isTrue();
+            onFirst.close().sync();
+        } finally {
             group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
         }
     }

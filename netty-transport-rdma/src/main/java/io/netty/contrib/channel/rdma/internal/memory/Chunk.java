@@ -24,7 +24,7 @@ final class Chunk {
     /** The size of the pages backing the chunk: {@link #OS_PAGE_SIZE} or {@link #HUGE_PAGE_SIZE}. */
     final long backingPageSize;
     final int lkey;
-    private final MemoryRegistrar.Registration registration;
+    private MemoryRegistrar.Registration registration;
 
     // Page bookkeeping; null for a dedicated chunk.
     final Slab[] slabs;
@@ -145,9 +145,21 @@ final class Chunk {
      */
     void free() {
         try {
-            registration.close();
+            deregister();
         } finally {
             arena.close();
+        }
+    }
+
+    /**
+     * Ends the chunk's registration now (its device is gone); the memory stays until {@link #free()}, so buffers
+     * over it stay readable. Idempotent.
+     */
+    synchronized void deregister() {
+        MemoryRegistrar.Registration r = registration;
+        registration = null;
+        if (r != null) {
+            r.close();
         }
     }
 }

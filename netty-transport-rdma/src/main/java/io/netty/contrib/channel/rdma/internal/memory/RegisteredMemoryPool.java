@@ -30,7 +30,7 @@ public final class RegisteredMemoryPool {
     private static final int CACHE_BYTES_PER_CLASS = 128 * 1024;
     private static final int CACHE_MAX_ENTRIES = 256;
 
-    private final MemoryRegistrar registrar;
+    private volatile MemoryRegistrar registrar;
     private final PageMode pageMode;
     private final int chunkSize;
     private final int maxPooledCapacity;
@@ -51,6 +51,8 @@ public final class RegisteredMemoryPool {
     private long takenBytes;
 
     private volatile boolean closed;
+    /** The device went away ({@link #deregister()}). */
+    private volatile boolean deregistered;
     private volatile long registeredBytes;
     /** Of {@link #registeredBytes}: the bytes on 2 MiB pages. */
     private volatile long hugePageBytes;
@@ -393,6 +395,54 @@ public final class RegisteredMemoryPool {
         return closed;
     }
 
+    /**
+     * The device went away: deregisters every chunk now, keeping its memory, so that the protection domain can go
+     * while buffers of this pool are still held (they stay readable and writable, and are freed as usual). The pool
+     * goes on with memory no device knows (chunks made from now on are not registered): a buffer of it is copied
+     * by a connection of another device, like any foreign buffer. Idempotent.
+     */
+    public synchronized void deregister() {
+        if (deregistered) {
+            return;
+        }
+        deregistered = true;
+        registrar = UNREGISTERED;
+        RuntimeException failure = null;
+        List<Chunk> all = new ArrayList<>(pooledChunks);
+        all.addAll(dedicatedChunks);
+        for (Chunk chunk : all) {
+            try {
+                chunk.deregister();
+            } catch (RuntimeException e) {
+                if (failure == null) {
+                    failure = e;
+                } else {
+                    failure.addSuppressed(e);
+                }
+            }
+        }
+        if (failure != null) {
+            throw failure;
+        }
+    }
+
+    /** Whether {@link #deregister()} was called. */
+    public boolean isDeregistered() {
+        return deregistered;
+    }
+
+    /** What a pool whose device went away registers with: nothing. */
+    private static final MemoryRegistrar UNREGISTERED = chunk -> new MemoryRegistrar.Registration() {
+        @Override
+        public int lkey() {
+            return 0;
+        }
+
+        @Override
+        public void close() {
+        }
+    };
+
     /** Bytes held by live buffers (whole slots); exact while no thread allocates or releases. */
     public long usedMemory() {
         long cached = 0;
@@ -406,7 +456,7 @@ public final class RegisteredMemoryPool {
 
     /** Bytes currently registered with the device, cached and free slots included. */
     public long registeredMemory() {
-        return registeredBytes;
+        return deregistered ? 0 : registeredBytes;
     }
 
     /** Of {@link #registeredMemory()}: the bytes on 2 MiB pages (explicit or transparent huge pages). */

@@ -107,6 +107,12 @@ public final class CmId extends NativeObject {
      * The device context the id is bound to (after bind or address resolution), owned by librdmacm. Create the
      * PD and CQs for {@link #createQp} from it.
      */
+    /** The address of the device context the id is bound to ({@code verbs}), or 0 before it is bound. */
+    public long verbsAddress() {
+        checkOpen();
+        return ((MemorySegment) RdmaCmId.VERBS.get(pointer, 0L)).address();
+    }
+
     public VerbsContext verbs() {
         checkOpen();
         if (verbs == null || !verbs.isOpen()) {

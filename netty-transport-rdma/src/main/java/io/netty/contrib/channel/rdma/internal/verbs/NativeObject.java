@@ -103,6 +103,16 @@ public abstract class NativeObject implements AutoCloseable {
         }
     }
 
+    /**
+     * A borrowed object its library is about to free (a removed device's context): from now on every use is an
+     * exception. Nothing is destroyed here.
+     */
+    final synchronized void retire() {
+        if (isBorrowed()) {
+            closed = true;
+        }
+    }
+
     /** Whether the native object belongs to a library (e.g. librdmacm's device contexts) and outlives us. */
     boolean isBorrowed() {
         return false;

@@ -37,24 +37,72 @@ public final class VerbsContext extends NativeObject {
      * these to be usable with QPs made through rdma_cm.
      */
     public static java.util.List<VerbsContext> cmDevices() {
+        try (CmDevices pinned = pinCmDevices()) {
+            return pinned.contexts();
+        }
+    }
+
+    /**
+     * librdmacm's device list ({@code rdma_get_devices}), held until {@link CmDevices#close() closed}: while it is
+     * held, librdmacm does not close a listed device's context even once that device is removed and no rdma_cm id
+     * uses it (it closes a removed device's context when its last reference goes), so the PDs, CQs and memory
+     * regions made from it can be freed first. Each call also makes librdmacm look again at which devices exist.
+     */
+    public static CmDevices pinCmDevices() {
         java.util.List<VerbsContext> result = new java.util.ArrayList<>();
+        MemorySegment list;
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment count = arena.allocate(java.lang.foreign.ValueLayout.JAVA_INT);
-            MemorySegment list = LibIbverbs.checkPointer("rdma_get_devices",
+            list = LibIbverbs.checkPointer("rdma_get_devices",
                     (MemorySegment) LibRdmacm.RDMA_GET_DEVICES.invokeExact(Errno.state(), count));
-            try {
-                int n = count.get(java.lang.foreign.ValueLayout.JAVA_INT, 0);
-                MemorySegment array = list.reinterpret((long) n * java.lang.foreign.ValueLayout.ADDRESS.byteSize());
-                for (int i = 0; i < n; i++) {
-                    result.add(cm(array.getAtIndex(java.lang.foreign.ValueLayout.ADDRESS, i)));
-                }
-            } finally {
-                LibRdmacm.RDMA_FREE_DEVICES.invokeExact(list);
+            int n = count.get(java.lang.foreign.ValueLayout.JAVA_INT, 0);
+            MemorySegment array = list.reinterpret((long) n * java.lang.foreign.ValueLayout.ADDRESS.byteSize());
+            for (int i = 0; i < n; i++) {
+                result.add(cm(array.getAtIndex(java.lang.foreign.ValueLayout.ADDRESS, i)));
             }
         } catch (Throwable t) {
             throw LibIbverbs.rethrow(t);
         }
-        return result;
+        return new CmDevices(list, java.util.List.copyOf(result));
+    }
+
+    /** A device list from {@link #pinCmDevices()}; {@link #close()} gives it back ({@code rdma_free_devices}). */
+    public static final class CmDevices implements AutoCloseable {
+        private MemorySegment list;
+        private final java.util.List<VerbsContext> contexts;
+
+        CmDevices(MemorySegment list, java.util.List<VerbsContext> contexts) {
+            this.list = list;
+            this.contexts = contexts;
+        }
+
+        public java.util.List<VerbsContext> contexts() {
+            return contexts;
+        }
+
+        /** Idempotent. */
+        @Override
+        public synchronized void close() {
+            if (list == null) {
+                return;
+            }
+            MemorySegment l = list;
+            list = null;
+            try {
+                LibRdmacm.RDMA_FREE_DEVICES.invokeExact(l);
+            } catch (Throwable t) {
+                throw LibIbverbs.rethrow(t);
+            }
+        }
+    }
+
+    /**
+     * The device of {@code context} was removed: its wrapper is forgotten, so that a context librdmacm opens later
+     * at the same address gets a new one. Nothing may use {@code context} after.
+     */
+    public static void forgetCm(VerbsContext context) {
+        CM_CONTEXTS.remove(context.address(), context);
+        context.retire();
     }
 
     /** Opens the device called {@code name} ({@code ibv_open_device}). */
