@@ -1145,6 +1145,17 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             }
             return;
         }
+        if (peerGone && !asyncEventsTaken && cmId != null) {
+            // A flushed work request: the queue pair is in ERR. When the device put it there (a refused remote
+            // write: QP_ACCESS_ERR, IBA 11.6.3.1), it raised that event before flushing, but the loop reads the async
+            // fd after the completion queue: take the device's events now, so that the channel closes with the error
+            // as its cause rather than as a peer that left.
+            asyncEventsTaken = true;
+            registration.handler().takeAsyncEvents(cmId.verbsAddress());
+            if (!isOpen() || connection != c) {
+                return;
+            }
+        }
         if (peerGone) {
             // Its queue pair is in ERR and what landed before has been polled: every slab of the ring counts as
             // left and invalidated, so what arrived can be delivered (a slab the writer never left would hold it
@@ -1191,6 +1202,9 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             teardown(true);
         }
     }
+
+    /** Whether the device's async events were taken on the first flushed work request (onCompletionBatchDone). */
+    private boolean asyncEventsTaken;
 
     private final Reader reader = new Reader();
 

@@ -428,6 +428,19 @@ public final class RdmaIoHandler implements IoHandler {
         return live;
     }
 
+    /**
+     * Takes the pending async events of the device whose context is at {@code contextAddress}, if this loop uses it:
+     * the events of this loop's channels are handled before this returns. Loop thread.
+     */
+    void takeAsyncEvents(long contextAddress) {
+        for (int i = 0; i < deviceQueues.size(); i++) {
+            DeviceQueue q = deviceQueues.get(i);
+            if (q != null && q.context.address() == contextAddress) {
+                DeviceEvents.takeAll(q.context, q.asyncEvent);
+            }
+        }
+    }
+
     /** The loops alive now. */
     static java.util.Collection<RdmaIoHandler> loops() {
         return new ArrayList<>(BY_LOOP.values());
