@@ -30,6 +30,12 @@ final class RdmaDevices {
     /** Contexts of removed devices whose objects are being freed: not opened again meanwhile. */
     private static final java.util.Set<Long> REMOVING = new java.util.HashSet<>();
     /**
+     * Contexts of removed devices, freed here, that librdmacm may still list (the kernel reports the removal to
+     * rdma_cm ids before it stops listing the device): nothing is made on them again. Forgotten once a look finds
+     * them gone from the list (the address may then be a new context's).
+     */
+    private static final java.util.Set<Long> GONE = new java.util.HashSet<>();
+    /**
      * librdmacm's device list, held while devices are open here, so that librdmacm never closes the context of a
      * removed device before the objects made from it are freed ({@link VerbsContext#pinCmDevices()}); taken again
      * at every {@link #look()}.
@@ -78,7 +84,7 @@ final class RdmaDevices {
     }
 
     static synchronized Device of(VerbsContext context) {
-        if (REMOVING.contains(context.address()) || !context.isOpen()) {
+        if (REMOVING.contains(context.address()) || GONE.contains(context.address()) || !context.isOpen()) {
             throw new IllegalStateException("RDMA device " + context + " was removed");
         }
         if (pin == null) {
@@ -117,7 +123,9 @@ final class RdmaDevices {
     static synchronized RdmaByteBufAllocator defaultAllocator() {
         if (defaultDevice == null) {
             Rdma.ensureAvailability();
-            List<VerbsContext> contexts = VerbsContext.cmDevices();
+            List<VerbsContext> contexts = new ArrayList<>(VerbsContext.cmDevices());
+            // A removed device librdmacm still lists is no one's default.
+            contexts.removeIf(c -> REMOVING.contains(c.address()) || GONE.contains(c.address()));
             if (contexts.isEmpty()) {
                 throw new IllegalStateException("rdma_get_devices reports no RDMA device");
             }
@@ -208,6 +216,7 @@ final class RdmaDevices {
                 removed(c, "no longer listed by rdma_get_devices");
             }
         }
+        GONE.retainAll(listed);
         HELD.add(pin);
         pin = fresh;
         giveBack();
@@ -274,6 +283,19 @@ final class RdmaDevices {
         return cause;
     }
 
+    /**
+     * For tests on the software device, which cannot remove a device: the device at {@code context}, reported removed
+     * by the test, is back (as a device added again would be, found by the next connection or bind).
+     */
+    static synchronized void addedBack(VerbsContext context) {
+        GONE.remove(context.address());
+    }
+
+    /** Whether the removed device at {@code context} has been released and is not made anything on again. */
+    static synchronized boolean released(VerbsContext context) {
+        return GONE.contains(context.address());
+    }
+
     /** Every loop has let go of the removed {@code device}: what the process has on it goes, then its context. */
     private static void free(Device device, String name) {
         try {
@@ -296,6 +318,7 @@ final class RdmaDevices {
             }
             VerbsContext.forgetCm(device.context());
             REMOVING.remove(device.context().address());
+            GONE.add(device.context().address());
             // A new look at the devices lets librdmacm see that this one is gone; giving the old list back then drops
             // the last reference to its context, which librdmacm closes.
             giveBack();

@@ -25,6 +25,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * A device removed under running loops ({@code RDMA_CM_EVENT_DEVICE_REMOVAL}: {@code rdma link delete}, a driver
@@ -50,6 +51,8 @@ class RdmaDeviceRemovalTest {
         boolean counted = SoftwareRdma.hasObjectCounts();
         Map<String, Long> before = counted ? SoftwareRdma.objectCounts() : null;
         EventLoopGroup group = new MultiThreadIoEventLoopGroup(2, RdmaIoHandler.newFactory());
+        VerbsContext context = VerbsContext.cmDevices().getFirst();
+        boolean removed = false;
         try {
             CompletableFuture<Throwable> childCause = new CompletableFuture<>();
             CompletableFuture<Channel> accepted = new CompletableFuture<>();
@@ -94,8 +97,8 @@ class RdmaDeviceRemovalTest {
             ByteBuf held = echoed.get(10, TimeUnit.SECONDS);
             Channel child = accepted.get(10, TimeUnit.SECONDS);
 
-            VerbsContext context = VerbsContext.cmDevices().getFirst();
             RdmaDevices.Device device = RdmaDevices.of(context);
+            removed = true;
             assertThat(RdmaDevices.removed(context)).contains(CAUSE);
 
             assertThat(client.closeFuture().await(10, TimeUnit.SECONDS)).as("the client closed").isTrue();
@@ -105,7 +108,8 @@ class RdmaDeviceRemovalTest {
             assertThat(clientCause.get(10, TimeUnit.SECONDS)).hasMessageContaining(CAUSE);
             assertThat(childCause.get(10, TimeUnit.SECONDS)).hasMessageContaining(CAUSE);
 
-            waitFor(() -> !device.pd().isOpen(), "the removed device's protection domain freed");
+            waitFor(() -> RdmaDevices.released(context), "the removed device released");
+            assertThat(device.pd().isOpen()).as("the removed device's protection domain is open").isFalse();
             assertThat(device.allocator().metric().registeredMemory()).as("registered by the removed device's"
                     + " allocator").isZero();
             byte[] read = new byte[held.readableBytes()];
@@ -124,9 +128,19 @@ class RdmaDeviceRemovalTest {
                 }
             }
 
-            // The loops go on with the device found again (here the same one, as a device added back would be).
+            // Nothing is made on the removed device again while librdmacm may still list it.
+            assertThatThrownBy(() -> RdmaDevices.of(context)).hasMessageContaining("was removed");
+            // The loops go on with the device found again (here the same one, said to be back, as a device added
+            // again would be once librdmacm lists it).
+            RdmaDevices.addedBack(context);
+            removed = false;
             assertThat(echo(group)).isEqualTo(100);
         } finally {
+            if (removed) {
+                // The software device still has it: back for the tests after this one in the JVM.
+                waitFor(() -> RdmaDevices.released(context), "the removed device released");
+                RdmaDevices.addedBack(context);
+            }
             group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
         }
     }

@@ -108,12 +108,18 @@ class RdmaTwoDevicesTest {
             VerbsContext removed = VerbsContext.cmDevices().stream()
                     .filter(c -> c.deviceName().equals(secondDevice)).findFirst().orElseThrow();
             RdmaDevices.removed(removed);
-            assertThat(onSecond.closeFuture().await(10, TimeUnit.SECONDS)).as("the listener on the removed device's"
-                    + " address closed").isTrue();
-            String first = echoOnce(group, TestAddress.get());
-            assertThat(first).as("the first address's device").isNotEqualTo(secondDevice);
-            assertThat(onFirst.isOpen()).as("the listener on the other device").isTrue();
-            onFirst.close().sync();
+            try {
+                assertThat(onSecond.closeFuture().await(10, TimeUnit.SECONDS)).as("the listener on the removed"
+                        + " device's address closed").isTrue();
+                String first = echoOnce(group, TestAddress.get());
+                assertThat(first).as("the first address's device").isNotEqualTo(secondDevice);
+                assertThat(onFirst.isOpen()).as("the listener on the other device").isTrue();
+                onFirst.close().sync();
+            } finally {
+                // The software device still has it: back for the other tests of this JVM.
+                RdmaDeviceRemovalTest.waitFor(() -> RdmaDevices.released(removed), "the removed device released");
+                RdmaDevices.addedBack(removed);
+            }
         } finally {
             group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
         }
