@@ -128,7 +128,8 @@ start_server() {
     sleep 0.1
   done
   port=$(sed -n 's/^PORT //p' "$fout/server.log")
-  [ -n "$port" ]
+  grpc_port=$(sed -n 's/^GRPC-PORT //p' "$fout/server.log")
+  [ -n "$port" ] && [ -n "$grpc_port" ]
 }
 server_stats() { # the server's STATS line after the row
   local before
@@ -141,7 +142,21 @@ server_stats() { # the server's STATS line after the row
   grep '^STATS' "$fout/server.log" | tail -1
 }
 
-# one row: $1 name, $2 expectation kind (throughput|close|degrade|removed), $3 fault start command, $4 fault end
+# the end of the device-delete row's fault: the delete has returned (30 s at most), then the device is added back
+device_back() {
+  for _ in $(seq 300); do
+    kill -0 "${delete_pid:-0}" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "${delete_pid:-0}" 2>/dev/null; then
+    echo "rdma link delete still blocked after 30 s (it waits for the processes that have $srv_dev open)" \
+      >>"$fout/device-delete.txt"
+  elif rdma link add $srv_dev type rxe netdev $srv_if; then
+    echo "$srv_dev added back" >>"$fout/device-delete.txt"
+  fi
+}
+
+# one row: $1 name, $2 expectation kind (throughput|close|port|degrade|removed), $3 fault start command, $4 fault end
 # command ("" = none), $5 seconds from the start of the fault to its end; client wrapper in $client_prefix
 row_results=()
 run_row() {
@@ -151,7 +166,7 @@ run_row() {
   counters >"$fout/counters-before.txt"
   # shellcheck disable=SC2086
   ${client_prefix:-} "${jvm[@]}" $pkg.FaultClientProcess $srv_addr "$port" $seconds \
-    $ack_timeout $retry_count $streams >"$clog" 2>&1 &
+    $ack_timeout $retry_count $streams "$grpc_port" >"$clog" 2>&1 &
   cpid=$!
   for _ in $(seq 1800); do
     grep -q '^STREAMING' "$clog" && break
@@ -212,6 +227,18 @@ verdict() {
       [ $d -gt $worst ] && worst=$d
     done
   fi
+  # the gRPC calls beside the streams (FaultGrpc): GRPC calls=.. ok=.. failed=.. verifiedBytes=.. mismatches=..
+  local grpc gcalls gok gfailed gbytes gmism gcodes gnew
+  grpc=$(grep '^GRPC ' "$clog")
+  gok=$(sed -n 's/.* ok=\([0-9]*\).*/\1/p' <<<"$grpc")
+  gfailed=$(sed -n 's/.* failed=\([0-9]*\).*/\1/p' <<<"$grpc")
+  gbytes=$(sed -n 's/.* verifiedBytes=\([0-9]*\).*/\1/p' <<<"$grpc")
+  gmism=$(sed -n 's/.* mismatches=\([0-9]*\).*/\1/p' <<<"$grpc")
+  gcodes=$(sed -n 's/.* failures=\([^ ]*\).*/\1/p' <<<"$grpc")
+  gnew=$(sed -n 's/^GRPC-NEW //p' "$clog")
+  [ "$gcodes" = none ] && gcodes=""
+  [ -n "$grpc" ] || { ok=0; why="$why no GRPC line;"; }
+  [ "${gmism:-1}" = 0 ] || { ok=0; why="$why gRPC mismatches;"; }
   [ -n "$result" ] || { ok=0; why="$why no RESULT (exit $crc);"; }
   [ "${mism:-1}" = 0 ] || { ok=0; why="$why mismatches;"; }
   [ "${pending:-1}" = 0 ] || { ok=0; why="$why $pending write promises never completed;"; }
@@ -224,6 +251,7 @@ verdict() {
   case "$kind" in
     throughput)
       [ "$survived" = "$streams" ] || { ok=0; why="$why $((streams - ${survived:-0})) streams closed;"; }
+      [ "${gfailed:-1}" = 0 ] && [ "${gok:-0}" -gt 0 ] || { ok=0; why="$why gRPC calls failed;"; }
       [[ "$newc" == ok* ]] || { ok=0; why="$why new client failed;"; } ;;
     close)
       [ "${survived:-1}" = 0 ] || { ok=0; why="$why $survived streams survived;"; }
@@ -232,18 +260,36 @@ verdict() {
         { ok=0; why="$why close after ${worst} ms > budget + 1 s;"; }
       grep -q '^STREAM .*cause=.*RETRY_EXC_ERR' "$clog" || { ok=0; why="$why cause does not name retry exhaustion;"; }
       [[ "$newc" == ok* ]] || { ok=0; why="$why new client failed;"; } ;;
+    port)
+      [ "${survived:-1}" = 0 ] || { ok=0; why="$why $survived streams survived;"; }
+      [ "$(grep -c '^STREAM .* closed=[0-9]' "$clog")" = "$streams" ] || { ok=0; why="$why not every stream closed;"; }
+      [ -n "$closes" ] && [ "$worst" -le $((budget_ms + 1000)) ] ||
+        { ok=0; why="$why close after ${worst} ms > budget + 1 s;"; }
+      grep -q '^STREAM .*cause=.*IBV_EVENT_PORT_ERR' "$clog" || { ok=0; why="$why cause does not name the port;"; }
+      [[ "$newc" == ok* ]] || { ok=0; why="$why new client failed;"; } ;;
     degrade)
       [[ "$newc" == ok* || "$newc" == FAILED*[Mm]em* ]] || { ok=0; why="$why new client: $newc;"; } ;;
     removed)
       [ "${survived:-1}" = 0 ] || { ok=0; why="$why $survived streams survived;"; }
-      kill -0 "$server_pid" 2>/dev/null || { ok=0; why="$why server JVM gone;"; } ;;
+      kill -0 "$server_pid" 2>/dev/null || { ok=0; why="$why server JVM gone;"; }
+      grep -q 'rdma link delete: exit 0' "$fout/device-delete.txt" 2>/dev/null ||
+        { ok=0; why="$why rdma link delete did not finish (the process kept the device);"; }
+      grep -q '^CHILD-CLOSED .*was removed (RDMA_CM_EVENT_DEVICE_REMOVAL)' "$fout/server.log" ||
+        { ok=0; why="$why no server child closed naming the removal;"; }
+      grep -q '^LISTENING-AGAIN' "$fout/server.log" || { ok=0; why="$why the server did not listen again;"; }
+      [[ "$newc" == ok* ]] || { ok=0; why="$why new client failed;"; }
+      newc="$newc; $(paste -sd';' "$fout/device-delete.txt" 2>/dev/null); server $(grep -m1 '^LISTENING-AGAIN' "$fout/server.log")" ;;
   esac
+  if [ "$kind" != degrade ]; then
+    [[ "$gnew" == ok* ]] || { ok=0; why="$why new gRPC channel failed;"; }
+  fi
   grep -q 'LEAK:' "$fout/server.log" && { ok=0; why="$why server leak report;"; }
   local verdict_s="as expected"
   [ "$ok" = 1 ] || { verdict_s="NOT as expected:$why"; failed=1; }
   local line
-  line="| $name | ${verified:-?} B, ${mbps:-?} MB/s, ${mism:-?} mismatches | ${survived:-?}/$streams"
-  line="$line | ${closes:--} | ${causes:-?} | new client: ${newc:-?} | client QPs ${qps:-?}, pending promises"
+  line="| $name | ${verified:-?} B, ${mbps:-?} MB/s, ${mism:-?} mismatches; gRPC: ${gok:-?} calls ok, ${gfailed:-?}"
+  line="$line failed${gcodes:+ ($gcodes)}, ${gbytes:-?} B verified, ${gmism:-?} mismatches | ${survived:-?}/$streams"
+  line="$line | ${closes:--} | ${causes:-?} | new client: ${newc:-?}; new gRPC channel: ${gnew:-?} | client QPs ${qps:-?}, pending promises"
   line="$line ${pending:-?}; server ${stats#STATS } | $verdict_s |"
   echo "$line" >>"$fout/table.md"
   log "$line"
@@ -312,7 +358,7 @@ for r in $rows; do
     partition-short) run_row partition-short throughput "shape loss 100%" "shape off" 1 ;;
     partition-long) run_row partition-long close "shape loss 100%" "shape off" "$part_s" ;;
     link-down) # the routes through the link go with it: back with it
-      run_row link-down close "ip link set $srv_if down" "ip link set $srv_if up; routes" "$part_s" ;;
+      run_row link-down port "ip link set $srv_if down" "ip link set $srv_if up; routes" "$part_s" ;;
     memlock)
       # root holds CAP_IPC_LOCK, which the kernel's pinning checks before RLIMIT_MEMLOCK: drop it, then 16 MiB
       mkdir -p "$fout/bin"
@@ -321,21 +367,13 @@ for r in $rows; do
       client_prefix="setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock $fout/bin/memlock16m"
       run_row memlock degrade "" "" 0 ;;
     device-delete)
+      # The delete in the background (kernel rxe's removal waits, uninterruptibly, until every process has closed
+      # the device, so timeout cannot end it); the fault's end waits for it, 30 s at most, and adds the device back,
+      # so that the server, which binds its listener again, serves the new client and the rows after.
+      rm -f "$fout/device-delete.txt"
       run_row device-delete removed \
         "(t0=\$(now_ms); timeout 60 rdma link delete $srv_dev; echo \"rdma link delete: exit \$? after \$((\$(now_ms) - t0)) ms\" >>$fout/device-delete.txt) & delete_pid=\$!" \
-        "" 0
-      # Not a bare wait (the server runs in the background too), and bounded: kernel 6.1's rxe removal waits in
-      # the kernel (uninterruptibly, so timeout cannot end it) until every process has closed the device.
-      for _ in $(seq 70); do
-        kill -0 "${delete_pid:-0}" 2>/dev/null || break
-        sleep 1
-      done
-      if kill -0 "${delete_pid:-0}" 2>/dev/null; then
-        echo "rdma link delete still blocked after 70 s (it waits for the processes that have $srv_dev open)" \
-          >>"$fout/device-delete.txt"
-      else
-        rdma link add $srv_dev type rxe netdev $srv_if 2>/dev/null # for the rows after it
-      fi
+        "device_back" 0.1
       cat "$fout/device-delete.txt" 2>/dev/null ;;
     verbs-loss1) shape loss 1%; verbs_row; shape off ;;
     *) echo "| $r | unknown row |" >>"$fout/table.md"; failed=1 ;;

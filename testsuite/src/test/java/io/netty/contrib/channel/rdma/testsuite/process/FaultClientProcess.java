@@ -12,7 +12,9 @@ import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.contrib.channel.rdma.RdmaChannel;
 import io.netty.contrib.channel.rdma.RdmaChannelOption;
 import io.netty.contrib.channel.rdma.RdmaIoHandler;
+import io.grpc.ManagedChannel;
 import java.lang.reflect.Field;
+import java.net.InetSocketAddress;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
@@ -23,7 +25,7 @@ import java.util.function.LongSupplier;
 
 /**
  * The client of the fault matrix (testsuite/rxe-vm/faults.sh), one JVM per row:
- * {@code FaultClientProcess HOST PORT SECONDS ACK_TIMEOUT RETRY_COUNT STREAMS}. Opens {@code STREAMS} echo
+ * {@code FaultClientProcess HOST PORT SECONDS ACK_TIMEOUT RETRY_COUNT STREAMS GRPC_PORT}. Opens {@code STREAMS} echo
  * channels to a {@link FaultServerProcess} and streams through each, for {@code SECONDS}, writes of random sizes
  * (1 B to 256 KiB: SENDs and ring writes) of a byte stream every position of which is a function of the stream
  * and the position, so a lost, duplicated or reordered byte shows as a mismatch at its offset; at most 2 MiB is
@@ -32,7 +34,10 @@ import java.util.function.LongSupplier;
  * {@code STREAMING <epoch ms>} once every stream is connected; {@code STALLED <i> <connection>} for a stream
  * still open that did not drain (what its connection holds; 3 s later the streams close); {@code STREAM <i> sent=<bytes> verified=<bytes>
  * mismatch=<offset or none> closed=<epoch ms or open> writesFailed=<n> writesPending=<n> cause=<...>} per stream;
- * {@code NEWCLIENT ok|FAILED <ms or cause>}; {@code CLIENT-QPS <queue pairs left on the loop>};
+ * {@code NEWCLIENT ok|FAILED <ms or cause>}; {@code GRPC calls=<n> ok=<n> failed=<n> verifiedBytes=<n> mismatches=<n>
+ * failures=<status codes> last=<...>}, the gRPC calls made beside the streams on the same loop ({@link FaultGrpc}),
+ * and {@code GRPC-NEW ok|FAILED <ms or status>}, one 64 KiB call on a new gRPC channel after them;
+ * {@code CLIENT-QPS <queue pairs left on the loop>};
  * {@code RESULT ...} with the totals. The system property {@code fault.ringSize}, when set, is the channels'
  * {@code RING_SIZE} (0: no receive rings, large messages by SEND). Exit code 0 when it got that far (the verdict is the script's).
  */
@@ -46,8 +51,8 @@ public final class FaultClientProcess {
     }
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 6) {
-            System.err.println("usage: FaultClientProcess HOST PORT SECONDS ACK_TIMEOUT RETRY_COUNT STREAMS");
+        if (args.length != 7) {
+            System.err.println("usage: FaultClientProcess HOST PORT SECONDS ACK_TIMEOUT RETRY_COUNT STREAMS GRPC_PORT");
             System.exit(2);
         }
         String host = args[0];
@@ -56,6 +61,7 @@ public final class FaultClientProcess {
         int ackTimeout = Integer.parseInt(args[3]);
         int retryCount = Integer.parseInt(args[4]);
         int count = Integer.parseInt(args[5]);
+        InetSocketAddress grpcAddress = new InetSocketAddress(host, Integer.parseInt(args[6]));
         EventLoopGroup group = new MultiThreadIoEventLoopGroup(1, RdmaIoHandler.newFactory());
         try {
             Bootstrap b = new Bootstrap().group(group).channel(RdmaChannel.class)
@@ -72,13 +78,21 @@ public final class FaultClientProcess {
                 b.clone().handler(s).connect(host, port).sync();
                 streams.add(s);
             }
+            ManagedChannel grpcChannel = FaultGrpc.channel(grpcAddress, group, ackTimeout, retryCount);
+            // Connected before the streams fill the wire: under emulation every round trip waits behind them.
+            String warmUp = FaultGrpc.call(grpcChannel, -1, 100, FaultGrpc.CALL_SECONDS);
+            print("GRPC-CONNECTED " + (warmUp == null ? "ok" : warmUp));
+            FaultGrpc.Caller caller = new FaultGrpc.Caller(grpcChannel);
+            Thread calls = new Thread(caller, "grpc-caller");
             long start = System.currentTimeMillis();
             print("STREAMING " + start);
             for (Stream s : streams) {
                 s.channel.eventLoop().execute(s::pump);
             }
+            calls.start();
             Thread.sleep(TimeUnit.SECONDS.toMillis(seconds));
             long stop = System.currentTimeMillis();
+            caller.stop();
             for (Stream s : streams) {
                 s.channel.eventLoop().execute(s::stopWriting);
             }
@@ -120,6 +134,10 @@ public final class FaultClientProcess {
                         + " metric=" + ((RdmaChannel) s.channel).metric().toString().replace(' ', '_'));
             }
             print("NEWCLIENT " + newClient(b, host, port));
+            calls.join(TimeUnit.SECONDS.toMillis(FaultGrpc.CALL_SECONDS + 5));
+            print("GRPC " + caller);
+            grpcChannel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+            print("GRPC-NEW " + newGrpcChannel(grpcAddress, group, ackTimeout, retryCount));
             // the closes' queue pairs are destroyed on the loop; a close lingers (at most 10 s) while its sends
             // are in flight
             EventLoopGroup g = group;
@@ -138,6 +156,20 @@ public final class FaultClientProcess {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
         while (count.getAsLong() != 0 && System.nanoTime() < deadline) {
             Thread.sleep(100);
+        }
+    }
+
+    /** One call of 64 KiB on a new gRPC channel, verified: {@code ok <ms>} or {@code FAILED <status>}. */
+    private static String newGrpcChannel(InetSocketAddress address, EventLoopGroup group, int ackTimeout,
+                                         int retryCount) throws InterruptedException {
+        long t0 = System.nanoTime();
+        ManagedChannel channel = FaultGrpc.channel(address, group, ackTimeout, retryCount);
+        try {
+            String failure = FaultGrpc.call(channel, 1_000_000, 64 << 10, 30);
+            return failure == null ? "ok " + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0) + "ms"
+                    : "FAILED " + failure;
+        } finally {
+            channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
         }
     }
 
