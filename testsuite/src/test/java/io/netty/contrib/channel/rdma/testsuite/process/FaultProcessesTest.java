@@ -9,8 +9,9 @@ import org.junit.jupiter.api.Timeout;
 
 /**
  * The fault matrix's two programs (testsuite/rxe-vm/faults.sh) without a fault, on whatever device the library
- * path chose: the client's streams verify every byte, survive, a new client is answered, no queue pair is left on
- * either side; and a stream's bytes are a function of stream and position, so a reordering shows.
+ * path chose: the client's streams verify every byte, survive, a new client is answered, the gRPC calls beside
+ * them come back intact and none fails, a new gRPC channel makes its call, no queue pair is left on either side;
+ * and a stream's bytes are a function of stream and position, so a reordering shows.
  */
 @Timeout(300)
 class FaultProcessesTest {
@@ -18,17 +19,24 @@ class FaultProcessesTest {
     void cleanRowVerifiesEveryByteAndLeavesNothing() throws Exception {
         try (ChildJvm server = ChildJvm.start(List.of(), FaultServerProcess.class, TestAddress.host(), "0",
                 "17")) {
+            String grpcLine = server.awaitLine("GRPC-PORT ", 150);
+            assertThat(grpcLine).as(() -> "the server's GRPC-PORT line; " + server.diagnose()).isNotNull();
+            String grpcPort = grpcLine.substring("GRPC-PORT ".length()).trim();
             String line = server.awaitLine("PORT ", 150);
             assertThat(line).as(() -> "the server's PORT line; " + server.diagnose()).isNotNull();
             String port = line.substring(5).trim();
             try (ChildJvm client = ChildJvm.start(List.of(), FaultClientProcess.class, TestAddress.host(), port,
-                    "2", "17", "3", "2")) {
+                    "2", "17", "3", "2", grpcPort)) {
                 String result = client.awaitLine("RESULT ", 150);
                 assertThat(result).as("the client's RESULT line (output: %s)", client.output()).isNotNull()
                         .contains("streams=2 survived=2 ").contains(" mismatches=0 ")
                         .doesNotContain("verifiedBytes=0 ");
                 assertThat(client.output()).as("client output")
                         .anyMatch(l -> l.startsWith("NEWCLIENT ok "))
+                        .anyMatch(l -> l.equals("GRPC-CONNECTED ok"))
+                        .anyMatch(l -> l.startsWith("GRPC calls=") && l.contains(" failed=0 ")
+                                && l.contains(" mismatches=0 ") && !l.contains(" ok=0 "))
+                        .anyMatch(l -> l.startsWith("GRPC-NEW ok "))
                         .contains("CLIENT-QPS 0")
                         .filteredOn(l -> l.startsWith("STREAM "))
                         .hasSize(2)
@@ -36,8 +44,15 @@ class FaultProcessesTest {
                                 + "cause=none"));
                 assertThat(client.awaitExit(60)).as("client exit code").isZero();
             }
-            server.send("stats");
-            String stats = server.awaitLine("STATS ", 30);
+            // The gRPC server's children are on the same loop: their queue pairs go once their disconnects arrive.
+            String stats = null;
+            for (int i = 0; i < 30 && (stats == null || !stats.contains(" qps=0 ")); i++) {
+                if (stats != null) {
+                    Thread.sleep(1000);
+                }
+                server.send("stats");
+                stats = server.awaitLine("STATS ", 30);
+            }
             assertThat(stats).as("the server's STATS line").contains("channels=0 accepted=3 closed=3 qps=0 ");
             server.closeInput();
             assertThat(server.awaitExit(60)).as("server exit code").isZero();
