@@ -141,6 +141,7 @@ java_selectors=(
   --select-class="$rdma.RdmaPortCountersTest"
   --select-class="$rdma.RdmaHugePagesTest"
   --select-class="$rdma.RdmaPinnedMemoryTest"
+  --select-class="$rdma.RdmaPortEventsTest"
   --select-class="$rdma.testsuite.process.TwoProcessEchoTest"
   --select-class="$rdma.testsuite.RdmaEchoTest"
   --select-class="$rdma.testsuite.RdmaStringEchoTest"
@@ -186,7 +187,9 @@ run_java() {
   capture=$!
   # C1 only and the serial collector: under emulation C2 compilations and GC threads cost more than they give
   # back in a run this short.
-  timeout -k 10 1200 "$java" --enable-native-access=ALL-UNNAMED -Xss2m -XX:ErrorFile="$out/java/hs_err_pid%p.log" \
+  # RDMA_TEST_NETDEV: RdmaPortEventsTest takes the device's port down and up through its netdev
+  RDMA_TEST_NETDEV=dummy0 timeout -k 10 1200 "$java" --enable-native-access=ALL-UNNAMED -Xss2m \
+    -XX:ErrorFile="$out/java/hs_err_pid%p.log" \
     -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
     -Dlogback.configurationFile="$project/testsuite/rxe-vm/logback.xml" \
     -Dio.netty.contrib.rdma.libraryPath="$(system_library_dir)" -Dio.netty.contrib.rdma.test.address="$addr" \

@@ -1,8 +1,8 @@
 # RdmaPortEventsTest on kernel rxe, taking rxe's port down and up through its netdev (dummy0), then
 # RdmaDeviceEventsTest to see whether the device still connects afterwards:
 #   testsuite/rxe-vm/run.sh --script testsuite/rxe-vm/port-events.sh      (reports in <results>/port-events/)
-# Not part of the guest's Java part: on kernel 6.1 rdma_cm connections to the address time out after a port went
-# down under load (docs/ARCHITECTURE.md, Port events), which would fail every test after it in that JVM.
+# RdmaPortEventsTest runs in the guest's Java part as well (since connections closed while the port is down send no
+# CM message: docs/ARCHITECTURE.md, "No CM message while a port is down"); this runs the two alone.
 out=${out:-$PWD/testsuite/target/rxe-vm}
 mkdir -p "$out/port-events"
 lib=$(dirname "$(ldconfig -p | awk '$1 == "libibverbs.so.1" && /x86-64/ { print $NF; exit }')")

@@ -148,6 +148,9 @@ final class DeviceEvents {
             PortStates.up(device, port);
             logger.info("port {} of {} is active ({}): connections there go through again", port, device,
                     IbvEventType.name(type));
+            for (RdmaIoHandler owner : new HashSet<>(OWNERS.values())) {
+                owner.execute(owner::releaseParkedIds);
+            }
         } else {
             logger.info("port {} of {}: {}", port, device, IbvEventType.name(type));
         }

@@ -36,6 +36,11 @@ final class PortStates {
         return cause;
     }
 
+    /** {@code device} was removed: none of its ports is down any more (a device of that name is a new one). */
+    static void forget(String device) {
+        DOWN.remove(device);
+    }
+
     /** {@code port} of {@code device} is active again. */
     static void up(String device, int port) {
         DOWN.computeIfPresent(device, (d, ports) -> {
@@ -97,6 +102,47 @@ final class PortStates {
         return null;
     }
 
+    /**
+     * Whether rdma_cm must send nothing for {@code id} now: a port of its device is down, as its event said (unless
+     * its state is active again) or, before the event has come, as the state of the id's port says. False when the
+     * id is not bound to a device or its device cannot be asked (a removed one). {@link ParkedCmIds}.
+     */
+    static boolean isDown(CmId id) {
+        try {
+            if (id.verbsAddress() == 0) {
+                return false;
+            }
+            VerbsContext verbs = id.verbs();
+            refresh(verbs);
+            if (downCause(verbs.deviceName()) != null) {
+                return true;
+            }
+            return verbs.queryPort(Math.max(1, id.portNum())).state() != IBV_PORT_ACTIVE;
+        } catch (RuntimeException e) {
+            return false;
+        }
+    }
+
+    /** Ports of {@code verbs}' device recorded as down whose state is active again count as up from now on. */
+    private static void refresh(VerbsContext verbs) {
+        String device = verbs.deviceName();
+        Map<Integer, String> ports = DOWN.get(device);
+        if (ports == null) {
+            return;
+        }
+        for (Integer port : ports.keySet()) {
+            try {
+                if (verbs.queryPort(port).state() == IBV_PORT_ACTIVE) {
+                    up(device, port);
+                    logger.info("port {} of {} is active again (no {} came): connections there go through", port,
+                            device, IbvEventType.name(IbvEventType.PORT_ACTIVE));
+                }
+            } catch (RuntimeException e) {
+                logger.debug("ibv_query_port of {} failed", device, e);
+            }
+        }
+    }
+
     /** The ports down, as "; port 1 of softrdma0 went down (...)" for a failed connect's message; else "". */
     static String describeDown() {
         StringBuilder b = new StringBuilder();
@@ -117,20 +163,7 @@ final class PortStates {
     static void checkUp(CmId id) throws ConnectException {
         VerbsContext verbs = id.verbs();
         String device = verbs.deviceName();
-        Map<Integer, String> ports = DOWN.get(device);
-        if (ports != null) {
-            for (Integer port : ports.keySet()) {
-                try {
-                    if (verbs.queryPort(port).state() == IBV_PORT_ACTIVE) {
-                        up(device, port);
-                        logger.info("port {} of {} is active again (no {} came): connections there go through", port,
-                                device, IbvEventType.name(IbvEventType.PORT_ACTIVE));
-                    }
-                } catch (RuntimeException e) {
-                    logger.debug("ibv_query_port of {} failed", device, e);
-                }
-            }
-        }
+        refresh(verbs);
         String cause = downCause(device);
         if (cause != null) {
             throw new ConnectException("cannot connect to " + id.remoteAddress() + ": " + cause

@@ -480,9 +480,16 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
                 c.qp.modifyToError();
             }
             if (id != null && established && (!peerGone || peerMayNotKnow)) {
-                // Also when the queue pair failed on its own: the peer learns it from the DREQ, not from a retry
-                // budget it may not have (an idle peer notices nothing).
-                id.disconnect();
+                if (PortStates.isDown(id)) {
+                    // No DREQ while the port is down (ParkedCmIds): the id sends it once the port is back.
+                    if (c != null && c.qp.cmDriven()) {
+                        c.qp.modifyToError();
+                    }
+                } else {
+                    // Also when the queue pair failed on its own: the peer learns it from the DREQ, not from a
+                    // retry budget it may not have (an idle peer notices nothing).
+                    id.disconnect();
+                }
             }
         } catch (RuntimeException e) {
             logger.debug("rdma_disconnect (or the queue pair's move to ERR) failed", e);
@@ -498,7 +505,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             if (id != null) {
                 if (r != null) {
                     // Not now: the id may have an event being handled, acknowledged when the handler returns.
-                    r.handler().closeLater(id);
+                    r.handler().closeConnectionIdLater(id);
                 } else {
                     // Accepted but never registered: its connection request was acknowledged by the server.
                     id.close();
@@ -768,7 +775,7 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
             }
         }
         if (id != null) {
-            registration.handler().closeLater(id);
+            registration.handler().closeConnectionIdLater(id);
         }
         registration.handler().tcpFallback();
         TcpFallback.remember((InetSocketAddress) requestedRemoteAddress, reason, config.getTcpFallbackMemoryMillis());

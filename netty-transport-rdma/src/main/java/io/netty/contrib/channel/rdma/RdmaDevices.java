@@ -238,6 +238,11 @@ final class RdmaDevices {
      * (kernel rxe waits for that). Every id on the device reports the removal: the first report does this, the others
      * only get the cause.
      */
+    /** Whether the device whose context is at {@code contextAddress} is being removed or was let go of. */
+    static synchronized boolean isRemoved(long contextAddress) {
+        return REMOVING.contains(contextAddress) || GONE.contains(contextAddress);
+    }
+
     static String removed(VerbsContext context) {
         return removed(context, "RDMA_CM_EVENT_DEVICE_REMOVAL");
     }
@@ -257,6 +262,7 @@ final class RdmaDevices {
             }
         }
         logger.warn("{}: closing every connection and listener on it and releasing it", cause);
+        PortStates.forget(name);
         java.util.Collection<RdmaIoHandler> loops = RdmaIoHandler.loops();
         java.util.concurrent.atomic.AtomicInteger left = new java.util.concurrent.atomic.AtomicInteger(
                 loops.size() + 1);

@@ -91,6 +91,9 @@ public final class RdmaIoHandler implements IoHandler {
     private FdWatcher fdWatcher;
     private final List<Registration> touched = new ArrayList<>();
     private final List<AutoCloseable> toClose = new ArrayList<>();
+    /** Connections' rdma_cm ids to destroy with {@link #toClose}, or to keep while their port is down. */
+    private final List<CmId> connectionIds = new ArrayList<>();
+    private final ParkedCmIds parked = new ParkedCmIds();
     private final List<Registration> afterCompletions = new ArrayList<>();
     private int nextId;
     /** How long the adaptive loop spins before it blocks. */
@@ -145,6 +148,8 @@ public final class RdmaIoHandler implements IoHandler {
     /** Queue groups (a completion queue and a shared receive queue each) and queue pairs, for the metric. */
     volatile int queueGroupCount;
     volatile int queuePairCount;
+    /** {@link ParkedCmIds#size()}, for the metric. */
+    volatile int parkedIdCount;
     /** Sums over the queue groups, for the metric: completion queue entries, those reserved, credits granted. */
     volatile long cqEntries;
     volatile long cqReserved;
@@ -387,6 +392,8 @@ public final class RdmaIoHandler implements IoHandler {
                 logger.warn("failed to close {} on the removal of its device", r.handle, t);
             }
         }
+        parked.deviceRemoved(address);
+        parkedIdCount = parked.size();
         for (int i = 0; i < deviceQueues.size(); i++) {
             DeviceQueue q = deviceQueues.get(i);
             if (q == null || q.context != device.context()) {
@@ -729,6 +736,14 @@ public final class RdmaIoHandler implements IoHandler {
         toClose.add(object);
     }
 
+    /**
+     * A closed connection's rdma_cm id, destroyed like {@link #closeLater} objects, unless a port of its device is
+     * down: then it waits until the port is up ({@link ParkedCmIds}).
+     */
+    void closeConnectionIdLater(CmId id) {
+        connectionIds.add(id);
+    }
+
     private void closeDeferred() {
         for (int i = 0; i < toClose.size(); i++) {
             try {
@@ -738,6 +753,24 @@ public final class RdmaIoHandler implements IoHandler {
             }
         }
         toClose.clear();
+        for (int i = 0; i < connectionIds.size(); i++) {
+            CmId id = connectionIds.get(i);
+            try {
+                if (!parked.park(id)) {
+                    id.close();
+                }
+            } catch (RuntimeException e) {
+                logger.warn("failed to close {}", id, e);
+            }
+        }
+        connectionIds.clear();
+        parkedIdCount = parked.size();
+    }
+
+    /** Destroys the kept rdma_cm ids whose port is up again ({@link ParkedCmIds}). */
+    void releaseParkedIds() {
+        parked.release(false);
+        parkedIdCount = parked.size();
     }
 
     private void dispatch(WorkCompletions completions, int index) {
@@ -785,6 +818,7 @@ public final class RdmaIoHandler implements IoHandler {
         long period = limitMillis == 0 ? 1000 : Math.min(1000, Math.max(100, limitMillis / 4));
         long limitNanos = TimeUnit.MILLISECONDS.toNanos(limitMillis);
         progressCheck = loop.scheduleAtFixedRate(() -> {
+            releaseParkedIds();
             long now = System.nanoTime();
             for (Registration r : registrations.values().toArray(new Registration[0])) {
                 try {
@@ -819,6 +853,8 @@ public final class RdmaIoHandler implements IoHandler {
         // Channels registered after the last prepareToDestroy() (accepted during shutdown) go too.
         prepareToDestroy();
         closeDeferred();
+        parked.release(true);
+        parkedIdCount = 0;
         for (QueueGroup g : groups) {
             if (g == null) {
                 continue;

@@ -58,6 +58,14 @@ public final class RdmaIoHandlerMetric {
         return handler.queuePairCount;
     }
 
+    /**
+     * rdma_cm ids of connections closed while a port of their device was down, kept until it is active again (no
+     * CM message is sent while it is down; docs/ARCHITECTURE.md).
+     */
+    public int heldConnectionIds() {
+        return handler.parkedIdCount;
+    }
+
     /** Entries of the loop's completion queues together (they grow as connections join). */
     public long completionQueueEntries() {
         return handler.cqEntries;
@@ -123,7 +131,8 @@ public final class RdmaIoHandlerMetric {
     public String toString() {
         return "RdmaIoHandlerMetric{polls=" + polls() + ", emptyPolls=" + emptyPolls() + ", completions="
                 + completions() + ", sleeps=" + sleeps() + ", wakeups=" + wakeups() + ", queueGroups="
-                + queueGroups() + ", queuePairs=" + queuePairs() + ", completionQueueEntries="
+                + queueGroups() + ", queuePairs=" + queuePairs() + ", heldConnectionIds=" + heldConnectionIds()
+                + ", completionQueueEntries="
                 + completionQueueEntries() + ", completionQueueReserved=" + completionQueueReserved()
                 + ", receiveCreditsGranted=" + receiveCreditsGranted() + ", ringMemory=" + ringMemory()
                 + ", ringMemoryRegistered=" + ringMemoryRegistered()

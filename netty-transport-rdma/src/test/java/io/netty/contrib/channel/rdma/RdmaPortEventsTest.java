@@ -187,6 +187,14 @@ class RdmaPortEventsTest {
             assertThat(refused.await(10, TimeUnit.SECONDS)).as("the connect while down ended").isTrue();
             assertThat(refused.cause()).as("the connect while down").isNotNull()
                     .hasMessageContaining(port + " went down (" + event + ")");
+            // No CM message while the port is down (ParkedCmIds): the closed connections' rdma_cm ids, both
+            // sides' (and the refused connect's), wait for the port.
+            long held = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (heldIds(group) < 2 * CLIENTS && System.nanoTime() < held) {
+                Thread.sleep(5);
+            }
+            assertThat(heldIds(group)).as("rdma_cm ids kept while the port is down")
+                    .isGreaterThanOrEqualTo(2 * CLIENTS);
         } finally {
             if (device != null) {
                 PortSwitch.set(device, true);
@@ -198,6 +206,11 @@ class RdmaPortEventsTest {
             Thread.sleep(5);
         }
         assertThat(PortStates.downCause(device)).as("the port is active again").isNull();
+        // Once it is active, the kept ids are destroyed (their DREQs go out on a live link).
+        while (heldIds(group) > 0 && System.nanoTime() < deadline) {
+            Thread.sleep(5);
+        }
+        assertThat(heldIds(group)).as("rdma_cm ids kept once the port is active again").isZero();
         CountDownLatch echoed = new CountDownLatch(1);
         Channel again = new Bootstrap().group(group).channel(RdmaChannel.class)
                 .handler(new ChannelInboundHandlerAdapter() {
@@ -213,6 +226,15 @@ class RdmaPortEventsTest {
         again.close().sync();
         server.close().sync();
         assertThat(childCauses).as("nothing failed after the port came back").hasSize(CLIENTS);
+    }
+
+    /** The rdma_cm ids {@code group}'s loops keep for connections closed while their port was down. */
+    private static int heldIds(EventLoopGroup group) {
+        int held = 0;
+        for (io.netty.util.concurrent.EventExecutor loop : group) {
+            held += RdmaIoHandler.metric(loop).heldConnectionIds();
+        }
+        return held;
     }
 
     /** Echoes what it reads; records the causes it is given and, when asked, every write's future. */

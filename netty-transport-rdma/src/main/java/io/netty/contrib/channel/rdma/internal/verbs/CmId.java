@@ -103,16 +103,22 @@ public final class CmId extends NativeObject {
         }
     }
 
-    /**
-     * The device context the id is bound to (after bind or address resolution), owned by librdmacm. Create the
-     * PD and CQs for {@link #createQp} from it.
-     */
     /** The address of the device context the id is bound to ({@code verbs}), or 0 before it is bound. */
     public long verbsAddress() {
         checkOpen();
         return ((MemorySegment) RdmaCmId.VERBS.get(pointer, 0L)).address();
     }
 
+    /** The port of its device the id is bound to ({@code port_num}), 0 before it is bound. */
+    public int portNum() {
+        checkOpen();
+        return Byte.toUnsignedInt((byte) RdmaCmId.PORT_NUM.get(pointer, 0L));
+    }
+
+    /**
+     * The device context the id is bound to (after bind or address resolution), owned by librdmacm. Create the
+     * PD and CQs for {@link #createQp} from it.
+     */
     public VerbsContext verbs() {
         checkOpen();
         if (verbs == null || !verbs.isOpen()) {

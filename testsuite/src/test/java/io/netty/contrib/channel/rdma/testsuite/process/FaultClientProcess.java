@@ -15,6 +15,8 @@ import io.netty.contrib.channel.rdma.RdmaIoHandler;
 import io.grpc.ManagedChannel;
 import java.lang.reflect.Field;
 import java.net.InetSocketAddress;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
@@ -29,12 +31,13 @@ import java.util.function.LongSupplier;
  * channels to a {@link FaultServerProcess} and streams through each, for {@code SECONDS}, writes of random sizes
  * (1 B to 256 KiB: SENDs and ring writes) of a byte stream every position of which is a function of the stream
  * and the position, so a lost, duplicated or reordered byte shows as a mismatch at its offset; at most 2 MiB is
- * in flight per stream. Then it stops writing, waits up to 30 s for the rest of the echo, closes, and opens one
- * new channel that echoes 64 KiB (the server still answers). Prints, one a line:
+ * in flight per stream. Then it stops writing, waits up to 30 s for the rest of the echo, closes, waits for the
+ * fault to end (the file named by the system property {@code fault.healedFile}, when set), and opens one new channel
+ * that echoes 64 KiB (the server still answers). Prints, one a line:
  * {@code STREAMING <epoch ms>} once every stream is connected; {@code STALLED <i> <connection>} for a stream
  * still open that did not drain (what its connection holds; 3 s later the streams close); {@code STREAM <i> sent=<bytes> verified=<bytes>
  * mismatch=<offset or none> closed=<epoch ms or open> writesFailed=<n> writesPending=<n> cause=<...>} per stream;
- * {@code NEWCLIENT ok|FAILED <ms or cause>}; {@code GRPC calls=<n> ok=<n> failed=<n> verifiedBytes=<n> mismatches=<n>
+ * {@code HEALED after <ms>|never (60 s)}; {@code NEWCLIENT ok|FAILED <ms or cause>}; {@code GRPC calls=<n> ok=<n> failed=<n> verifiedBytes=<n> mismatches=<n>
  * failures=<status codes> last=<...>}, the gRPC calls made beside the streams on the same loop ({@link FaultGrpc}),
  * and {@code GRPC-NEW ok|FAILED <ms or status>}, one 64 KiB call on a new gRPC channel after them;
  * {@code CLIENT-QPS <queue pairs left on the loop>};
@@ -44,6 +47,8 @@ import java.util.function.LongSupplier;
 public final class FaultClientProcess {
     /** The system property both fault programs take as their channels' {@code RING_SIZE} when set. */
     static final String RING_SIZE_PROPERTY = "fault.ringSize";
+    /** A file the script creates once the fault has ended; the new client waits for it ({@link #awaitHealed}). */
+    static final String HEALED_PROPERTY = "fault.healedFile";
     private static final int WINDOW = 2 << 20;
     private static final int MAX_WRITE = 256 << 10;
 
@@ -75,7 +80,8 @@ public final class FaultClientProcess {
             List<Stream> streams = new ArrayList<>();
             for (int i = 0; i < count; i++) {
                 Stream s = new Stream(i);
-                b.clone().handler(s).connect(host, port).sync();
+                Channel ch = b.clone().handler(s).connect(host, port).sync().channel();
+                print("CONNECTED " + i + " " + ch.localAddress() + " " + ((RdmaChannel) ch).connectionSettings());
                 streams.add(s);
             }
             ManagedChannel grpcChannel = FaultGrpc.channel(grpcAddress, group, ackTimeout, retryCount);
@@ -133,6 +139,7 @@ public final class FaultClientProcess {
                         + " cause=" + (s.cause == null ? "none" : describe(s.cause))
                         + " metric=" + ((RdmaChannel) s.channel).metric().toString().replace(' ', '_'));
             }
+            awaitHealed();
             print("NEWCLIENT " + newClient(b, host, port));
             calls.join(TimeUnit.SECONDS.toMillis(FaultGrpc.CALL_SECONDS + 5));
             print("GRPC " + caller);
@@ -149,6 +156,29 @@ public final class FaultClientProcess {
         } finally {
             group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
         }
+    }
+
+    /**
+     * Waits until the fault has ended: until the file named by the system property {@link #HEALED_PROPERTY} exists
+     * (the script creates it once it has undone the fault), 60 s at most. The new client and the new gRPC channel
+     * must find the fabric whole again; under emulation the fault can outlast the streams. Prints
+     * {@code HEALED after <ms>} or {@code HEALED never (60 s)}.
+     */
+    private static void awaitHealed() throws InterruptedException {
+        String file = System.getProperty(HEALED_PROPERTY);
+        if (file == null) {
+            return;
+        }
+        long t0 = System.nanoTime();
+        long deadline = t0 + TimeUnit.SECONDS.toNanos(60);
+        while (!Files.exists(Path.of(file))) {
+            if (System.nanoTime() > deadline) {
+                print("HEALED never (60 s)");
+                return;
+            }
+            Thread.sleep(50);
+        }
+        print("HEALED after " + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0) + " ms");
     }
 
     /** Waits up to {@code seconds} for {@code count} to reach 0. */

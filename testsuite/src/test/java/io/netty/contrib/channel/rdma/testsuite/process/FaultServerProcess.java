@@ -11,6 +11,7 @@ import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.channel.group.ChannelGroup;
 import io.netty.channel.group.DefaultChannelGroup;
 import io.netty.channel.socket.SocketChannel;
+import io.netty.contrib.channel.rdma.RdmaChannel;
 import io.netty.contrib.channel.rdma.RdmaChannelOption;
 import io.netty.contrib.channel.rdma.RdmaIoHandler;
 import io.netty.contrib.channel.rdma.RdmaIoHandlerMetric;
@@ -65,6 +66,14 @@ public final class FaultServerProcess {
                             children.add(ch);
                             ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
                                 private Throwable cause;
+
+                                @Override
+                                public void channelActive(ChannelHandlerContext ctx) {
+                                    println("CHILD-OPEN " + ctx.channel().remoteAddress() + " "
+                                            + (ctx.channel() instanceof RdmaChannel r ? r.connectionSettings()
+                                                    : ctx.channel().getClass().getSimpleName()));
+                                    ctx.fireChannelActive();
+                                }
 
                                 @Override
                                 public void channelRead(ChannelHandlerContext ctx, Object msg) {
