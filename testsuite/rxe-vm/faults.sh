@@ -102,13 +102,14 @@ setup_net() {
     ip rule show && ip route get $srv_addr && ip route get $cli_addr
 }
 
-# netem on both veth ends (each end's egress), so both directions see the fault; "off" removes it
+# netem on both veth ends (each end's egress), so both directions see the fault; "off" removes it. One tc process
+# for both ends: starting tc takes 0.4-0.5 s under emulation, so with two the first direction was cut that much
+# before the second (run 12), and the fault's start (when its command returns) would be vague by as much.
 shape() {
   if [ "$1" = off ]; then
-    tc qdisc del dev $srv_if root 2>/dev/null
-    tc qdisc del dev $cli_if root 2>/dev/null
+    printf 'qdisc del dev %s root\nqdisc del dev %s root\n' $srv_if $cli_if | tc -force -batch - 2>/dev/null
   else
-    tc qdisc replace dev $srv_if root netem "$@" && tc qdisc replace dev $cli_if root netem "$@"
+    printf 'qdisc replace dev %s root netem %s\n' $srv_if "$*" $cli_if "$*" | tc -batch -
   fi
   return 0
 }
@@ -179,8 +180,13 @@ run_row() {
     sleep $fault_at
     # what the server's children hold just before the fault (CHILD-STATE lines in server.log)
     server_stats >/dev/null
-    t_fault=$(now_ms)
+    local t_issue
+    t_issue=$(now_ms)
     eval "$fault_on"
+    # The fault is in effect once its command has returned (under emulation starting tc or ip takes 0.1-0.3 s):
+    # the times to close count from then, and the fault lasts $fault_s from then; the command's own time is logged
+    t_fault=$(now_ms)
+    log "fault of $name applied in $((t_fault - t_issue)) ms"
     if [ -n "$fault_off" ]; then
       sleep "$fault_s"
       eval "$fault_off"

@@ -230,6 +230,11 @@ final class RdmaDevices {
         }
     }
 
+    /** Whether the device whose context is at {@code contextAddress} is being removed or was let go of. */
+    static synchronized boolean isRemoved(long contextAddress) {
+        return REMOVING.contains(contextAddress) || GONE.contains(contextAddress);
+    }
+
     /**
      * The device of {@code context} is being removed ({@code RDMA_CM_EVENT_DEVICE_REMOVAL} on an id bound to it; any
      * thread): every loop closes its channels and listeners on it with the returned cause and frees its queues
@@ -238,11 +243,6 @@ final class RdmaDevices {
      * (kernel rxe waits for that). Every id on the device reports the removal: the first report does this, the others
      * only get the cause.
      */
-    /** Whether the device whose context is at {@code contextAddress} is being removed or was let go of. */
-    static synchronized boolean isRemoved(long contextAddress) {
-        return REMOVING.contains(contextAddress) || GONE.contains(contextAddress);
-    }
-
     static String removed(VerbsContext context) {
         return removed(context, "RDMA_CM_EVENT_DEVICE_REMOVAL");
     }

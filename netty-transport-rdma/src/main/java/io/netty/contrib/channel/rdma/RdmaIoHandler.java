@@ -753,6 +753,9 @@ public final class RdmaIoHandler implements IoHandler {
             }
         }
         toClose.clear();
+        if (connectionIds.isEmpty()) {
+            return;
+        }
         for (int i = 0; i < connectionIds.size(); i++) {
             CmId id = connectionIds.get(i);
             try {
@@ -769,8 +772,10 @@ public final class RdmaIoHandler implements IoHandler {
 
     /** Destroys the kept rdma_cm ids whose port is up again ({@link ParkedCmIds}). */
     void releaseParkedIds() {
-        parked.release(false);
-        parkedIdCount = parked.size();
+        if (parked.size() > 0) {
+            parked.release(false);
+            parkedIdCount = parked.size();
+        }
     }
 
     private void dispatch(WorkCompletions completions, int index) {

@@ -30,7 +30,6 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * A port that goes down under load ({@code IBV_EVENT_PORT_ERR}: the software device's test hook, or kernel rxe's
@@ -59,10 +58,14 @@ class RdmaPortEventsTest {
         } finally {
             group.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
         }
-        assumeTrue(counted, SoftwareRdma::noObjectCounts);
-        Map<String, Long> after = SoftwareRdma.objectCounts();
-        for (String kind : List.of("pd", "mr", "cq", "comp_channel", "qp", "srq", "cm_id", "cm_channel")) {
-            assertThat(after.get(kind)).as("%s left after the group shut down", kind).isEqualTo(before.get(kind));
+        // The scenario has passed; the device objects left can be counted on the software device only (kernel rxe
+        // in the guest runs the scenario without this last check).
+        if (counted) {
+            Map<String, Long> after = SoftwareRdma.objectCounts();
+            for (String kind : List.of("pd", "mr", "cq", "comp_channel", "qp", "srq", "cm_id", "cm_channel")) {
+                assertThat(after.get(kind)).as("%s left after the group shut down", kind)
+                        .isEqualTo(before.get(kind));
+            }
         }
     }
 
