@@ -178,8 +178,10 @@ run_row() {
   done
   if grep -q '^STREAMING' "$clog" && [ -n "$fault_on" ]; then
     sleep $fault_at
-    # what the server's children hold just before the fault (CHILD-STATE lines in server.log)
+    # what the server's children hold just before the fault (CHILD-STATE lines in server.log), and every queue
+    # pair's state and sequence numbers as the kernel sees them (qps-<row>.txt)
     server_stats >/dev/null
+    rdma res show qp >"$fout/qps-$name.txt" 2>&1
     local t_issue
     t_issue=$(now_ms)
     eval "$fault_on"
@@ -200,6 +202,7 @@ run_row() {
     kill -0 $cpid 2>/dev/null || break
     if grep -q '^STALLED' "$clog"; then
       server_stats >/dev/null
+      rdma res show qp >"$fout/qps-$name-stalled.txt" 2>&1
       break
     fi
     sleep 0.1

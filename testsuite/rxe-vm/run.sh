@@ -17,7 +17,7 @@
 #   RDMA_RXE_VM_PARTS    which parts run (default "c java perf faults"): the C conformance tests, the Java tests,
 #                        perftest and the echo example, and rows of the fault matrix (docs/faults.md)
 #   RDMA_RXE_VM_FAULT_ROWS  rows of the fault matrix the part "faults" runs (default "clean loss1 partition-short",
-#                        CI's subset, about 3 min; "all" for the whole matrix of docs/faults.md, about 15 min; rows
+#                        CI's subset, about 3 min; "all" for the whole matrix of docs/faults.md, about 17 min; rows
 #                        named in testsuite/rxe-vm/faults.sh)
 #   RDMA_RXE_VM_ECHO_COUNT  echoes the echo example times (default 2000; EchoClient waits 120 s for them all)
 #   RDMA_RXE_VM_OUT      results directory (default testsuite/target/rxe-vm; earlier results are removed)

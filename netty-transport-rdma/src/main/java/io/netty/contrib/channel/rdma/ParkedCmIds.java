@@ -13,7 +13,7 @@ import java.util.List;
  *
  * <p>Destroying an id makes rdma_cm send a CM message for it: a DREQ for a connected one, a REJ for one being
  * connected ({@code rdma_disconnect} sends the DREQ earlier). Kernel rxe (6.1) sends CM messages on the device's GSI
- * queue pair, and one it cannot route, its netdev being down, leaves that queue pair sending nothing from then on:
+ * queue pair, and one it cannot send, its netdev being down, leaves that queue pair sending nothing from then on:
  * after the link is back, connection requests reach the device and none is answered, no REP and no REJ, until the
  * device is created again (docs/faults.md, the link-down row). So a connection that closes while its port is down
  * frees its queue pair and memory at once and sends no DREQ, and its id waits here; once the port is active (its
