@@ -103,7 +103,7 @@ setup_net() {
 }
 
 # netem on both veth ends (each end's egress), so both directions see the fault; "off" removes it. One tc process
-# for both ends: starting tc takes 0.4-0.5 s under emulation, so with two the first direction was cut that much
+# for both ends: starting tc takes 0.2-0.8 s under emulation, so with two the first direction was cut that much
 # before the second (run 12), and the fault's start (when its command returns) would be vague by as much.
 shape() {
   if [ "$1" = off ]; then
@@ -185,7 +185,7 @@ run_row() {
     local t_issue
     t_issue=$(now_ms)
     eval "$fault_on"
-    # The fault is in effect once its command has returned (under emulation starting tc or ip takes 0.1-0.3 s):
+    # The fault is in effect once its command has returned (under emulation starting tc or ip takes 0.2-1.1 s):
     # the times to close count from then, and the fault lasts $fault_s from then; the command's own time is logged
     t_fault=$(now_ms)
     log "fault of $name applied in $((t_fault - t_issue)) ms"
