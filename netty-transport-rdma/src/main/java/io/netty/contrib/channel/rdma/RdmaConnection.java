@@ -375,6 +375,7 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed, SendQueue.
                     && rings.mayHold(r, slab)) {
                 deliverRingBuffer(inbound);
                 delivered++;
+                returnReleasedSlabs();
                 continue;
             }
             if (kind != ReceivedQueue.SHUTDOWN && received.length() > 0) {
@@ -403,6 +404,9 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed, SendQueue.
                 if (r != null) {
                     rings.delivered(r, slab);
                 }
+            }
+            if (r != null) {
+                returnReleasedSlabs();
             }
         }
         return delivered;
@@ -467,6 +471,22 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed, SendQueue.
         if (sends.room() > ReceiveRing.MAX_SLABS + 1 && rings.announceDue() && sender.tryAcquireControlMessage()) {
             offerRing();
         }
+        sendCreditIfDue();
+    }
+
+    /**
+     * While a queue of ring writes is delivered: the slabs the reader let go of (a decoder keeps a buffer until the
+     * next one comes) or that were copied out are invalidated or bound again at once, and returned if the writer needs them, rather than
+     * after the rest of the queue; a writer that filled the ring waits for them.
+     */
+    private void returnReleasedSlabs() {
+        if (!released && sender.started() && !sends.batching() && rings.windowWorkDue()) {
+            postWindowWork();
+            sendCreditIfDue();
+        }
+    }
+
+    private void sendCreditIfDue() {
         if (creditsDue() && sends.room() > 0 && sender.tryAcquireControlMessage()) {
             sender.sendCredit();
         }

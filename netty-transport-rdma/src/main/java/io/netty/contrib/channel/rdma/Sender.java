@@ -400,13 +400,15 @@ final class Sender {
      * writes is larger than the peer's receive slot, its ring has room, and {@code first}, the size of the first
      * write, is more than a {@link #RING_COALESCE_SLOT_SHARE}th of a slot, the copy takes up to a slab of the ring
      * and goes as one ring write: a stream of small messages then costs one work request, one receive credit and one
-     * completion at the peer per slab rather than per slot. Otherwise the copy takes what fits a SEND; if a large
+     * completion at the peer per slab rather than per slot; when the ring is full, such a backlog waits for a slab to
+     * come back. Otherwise the copy takes what fits a SEND; if a large
      * write follows and the peer's ring has room, it travels at the head of that write's (first) ring write, two
      * buffers in one work request; else as one SEND, which asks the peer for a ring when a backlog of small writes
      * waits behind it. Stops at the first write that is larger than the threshold, does not fit, or is not a
      * buffer: it goes next, in order.
      *
-     * @return {@code false} when out of credit (nothing was taken from {@code in})
+     * @return {@code false} when out of credit, or of ring room for a backlog larger than a slot (nothing was taken
+     *         from {@code in})
      */
     private boolean coalesce(ChannelOutboundBuffer in, int first) {
         if (!window.tryAcquireMessage()) {
@@ -416,11 +418,24 @@ final class Sender {
         boolean ringSized = first * (long) RING_COALESCE_SLOT_SHARE > peerMaxSend;
         int capacity = peerMaxSend;
         if (ringSized && maxRingWrite > peerMaxSend) {
-            // The small writes flushed, up to a slab: a ring write of them if more than a slot and there is room.
-            sizer.reset(maxRingWrite);
-            forEachFlushed(in, sizer);
-            if (sizer.bytes > peerMaxSend && window.canReserveRing(sizer.bytes)) {
-                capacity = sizer.bytes;
+            long room = window.ringRoom();
+            if (room > peerMaxSend) {
+                // The small writes flushed, up to the room there is: a ring write of them if more than a slot.
+                sizer.reset((int) Math.min(room, maxRingWrite), Integer.MAX_VALUE);
+                forEachFlushed(in, sizer);
+                if (sizer.bytes > peerMaxSend) {
+                    capacity = sizer.bytes;
+                }
+            } else {
+                sizer.reset(Integer.MAX_VALUE, peerMaxSend);
+                forEachFlushed(in, sizer);
+                if (sizer.bytes > peerMaxSend) {
+                    // More than a slot waits and the ring is full: wait for a slab to come back. SENDs of a slot
+                    // each would take the receive credits the ring writes need, and cost the peer a copy per slot.
+                    window.releaseUnused();
+                    counters.stalled();
+                    return false;
+                }
             }
         }
         ByteBuf staging = alloc.directBuffer(capacity, capacity);
@@ -487,13 +502,18 @@ final class Sender {
         return bytes;
     }
 
-    /** Adds up the flushed writes {@link Copier} would copy into a buffer of {@code budget} bytes. */
+    /**
+     * Adds up the flushed writes {@link Copier} would copy into a buffer of {@code budget} bytes; stops early once
+     * the sum is above {@code enough}.
+     */
     private final class Sizer implements ChannelOutboundBuffer.MessageProcessor {
         private int budget;
+        private int enough;
         int bytes;
 
-        void reset(int budget) {
+        void reset(int budget, int enough) {
             this.budget = budget;
+            this.enough = enough;
             bytes = 0;
         }
 
@@ -503,7 +523,7 @@ final class Sender {
                 int n = buf.readableBytes();
                 if (n <= coalesceThreshold && n <= budget - bytes) {
                     bytes += n;
-                    return true;
+                    return bytes <= enough;
                 }
             }
             return false;

@@ -85,6 +85,84 @@ class RdmaWriteCoalescingTest {
         assertThat(r.heldAtCompletion).as("buffers still held when their promise completed").isZero();
     }
 
+    /**
+     * Once the peer's ring is there, a backlog of 1 KiB writes three times its size (12 MiB in one flush, a 4 MiB
+     * ring) waits for slabs to come back whenever the ring is full: every byte goes by ring writes, none by SENDs of
+     * 7 writes each, which would take the receive credits the ring writes need and cost the reader a copy per
+     * receive slot. Every byte arrives in order.
+     */
+    @Test
+    void kibWritesWaitForTheRingWhenItIsFull() throws Exception {
+        java.util.concurrent.atomic.AtomicLong receivedBytes = new java.util.concurrent.atomic.AtomicLong();
+        java.util.concurrent.atomic.AtomicReference<String> mismatch = new java.util.concurrent.atomic.AtomicReference<>();
+        Channel server = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
+                .childHandler(new ChannelInitializer<SocketChannel>() {
+                    @Override
+                    protected void initChannel(SocketChannel ch) {
+                        ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                            private long offset;
+
+                            @Override
+                            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                                ByteBuf buf = (ByteBuf) msg;
+                                // Byte k of write i is (byte) (i + k): a byte out of place or order shows.
+                                for (int j = buf.readerIndex(); j < buf.writerIndex(); j++, offset++) {
+                                    byte want = (byte) (offset / 1024 + offset % 1024);
+                                    if (buf.getByte(j) != want && mismatch.get() == null) {
+                                        mismatch.set("byte " + offset + ": " + buf.getByte(j) + ", expected " + want);
+                                    }
+                                }
+                                receivedBytes.addAndGet(buf.readableBytes());
+                                buf.release();
+                            }
+                        });
+                    }
+                }).bind(TestAddress.get(), 0).sync().channel();
+        try {
+            RdmaChannel client = (RdmaChannel) new Bootstrap().group(group).channel(RdmaChannel.class)
+                    .handler(new ChannelInboundHandlerAdapter())
+                    .connect(server.localAddress()).sync().channel();
+            int[] written = {0};
+            java.util.function.IntFunction<ChannelFuture> writeMany = n -> {
+                ChannelFuture last = null;
+                for (int i = 0; i < n; i++, written[0]++) {
+                    ByteBuf b = client.alloc().directBuffer(1024);
+                    for (int k = 0; k < 1024; k++) {
+                        b.writeByte(written[0] + k);
+                    }
+                    last = client.write(b);
+                }
+                client.flush();
+                return last;
+            };
+            assertThat(client.eventLoop().submit(() -> writeMany.apply(1000)).get().await(10, TimeUnit.SECONDS))
+                    .isTrue();
+            long[] before = client.eventLoop().submit(() -> new long[] {
+                    client.metric().ringWrites(), client.metric().coalescedSends()}).get();
+            assertThat(before[0]).as("the ring is there").isPositive();
+            int backlog = 3 * RdmaChannelConfig.DEFAULT_RING_SIZE / 1024;
+            ChannelFuture last = client.eventLoop().submit(() -> writeMany.apply(backlog)).get();
+            assertThat(last.await(20, TimeUnit.SECONDS)).isTrue();
+            assertThat(last.cause()).isNull();
+            long total = (1000L + backlog) * 1024;
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+            while (receivedBytes.get() < total && System.nanoTime() < deadline) {
+                Thread.sleep(10);
+            }
+            assertThat(receivedBytes.get()).isEqualTo(total);
+            assertThat(mismatch.get()).isNull();
+            long[] after = client.eventLoop().submit(() -> new long[] {
+                    client.metric().ringWrites(), client.metric().coalescedSends()}).get();
+            long ringWrites = after[0] - before[0];
+            // 12 MiB in slabs of 256 KiB: at least 48 ring writes (more where a flush ended in a slab).
+            assertThat(ringWrites).isGreaterThanOrEqualTo(48);
+            assertThat(after[1] - before[1] - ringWrites).as("SENDs of the backlog").isZero();
+            client.close().sync();
+        } finally {
+            server.close().sync();
+        }
+    }
+
     @Test
     void smallWritesKeepTheirOrderAmongLargeWritesAndFileRegions() throws Exception {
         Result r = transfer(RdmaChannelConfig.DEFAULT_WRITE_COALESCE_THRESHOLD, 600, 0, true);

@@ -9,6 +9,7 @@ import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.channel.WriteBufferWaterMark;
+import io.netty.contrib.channel.rdma.RdmaChannel;
 import io.netty.util.concurrent.Promise;
 import org.HdrHistogram.Histogram;
 
@@ -299,6 +300,14 @@ public final class BenchClient {
         long[] serverBefore = control.stats();
         long nanos = round(streams, size, count, fresh);
         long[] serverAfter = control.stats();
+        if (Boolean.getBoolean("bench.metrics")) {
+            // -Dbench.metrics=true: each connection's counters after the measured round (RdmaChannel only).
+            for (Stream s : streams) {
+                if (s.ctx.channel() instanceof RdmaChannel rdma) {
+                    progress("%s: %d B%s: %s", transport.key(), size, fresh ? " fresh" : "", rdma.metric());
+                }
+            }
+        }
         double messagesPerSecond = (double) count * connections / nanos * 1e9;
         String prefix = fresh ? "fresh_" : "";
         result(size, connections, prefix + "throughput_msgs", messagesPerSecond, "msg/s");

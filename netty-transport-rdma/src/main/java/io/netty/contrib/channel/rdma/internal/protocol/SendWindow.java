@@ -89,14 +89,12 @@ public final class SendWindow {
     }
 
     /**
-     * Whether {@link #tryReserveRing} would find room for {@code length} bytes now, and so for any fewer: in the slab
-     * being filled, or in a slab the peer returned.
+     * The most bytes {@link #tryReserveRing} would find room for now (a multiple of {@link Immediate#ALIGNMENT}):
+     * the rest of the slab being filled, or a whole slab the peer returned; 0 when neither has any.
      */
-    public boolean canReserveRing(int length) {
-        if (length <= 0 || Immediate.alignedLength(length) > slabSize) {
-            return false;
-        }
-        return current >= 0 && cursor + Immediate.alignedLength(length) <= slabSize || grantedCount > 0;
+    public long ringRoom() {
+        long rest = current >= 0 ? slabSize - cursor : 0;
+        return grantedCount > 0 ? Math.max(rest, slabSize) : rest;
     }
 
     /** The slab of the last reservation. */

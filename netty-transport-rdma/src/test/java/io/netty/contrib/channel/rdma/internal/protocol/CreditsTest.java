@@ -26,32 +26,30 @@ class CreditsTest {
         assertThat(window.tryAcquireMessage()).isTrue();
     }
 
-    /** canReserveRing says beforehand what tryReserveRing will find: room in the open slab, or a returned slab. */
+    /** ringRoom says beforehand what tryReserveRing will find: room in the open slab, or a returned slab. */
     @Test
-    void canReserveRingForetellsTheReservation() {
+    void ringRoomForetellsTheReservation() {
         SendWindow writer = new SendWindow(16);
-        assertThat(writer.canReserveRing(64)).as("no ring").isFalse();
+        assertThat(writer.ringRoom()).as("no ring").isZero();
         writer.switchRing(2048, 2, RKEYS, false);
-        assertThat(writer.canReserveRing(0)).isFalse();
-        assertThat(writer.canReserveRing(1025)).as("more than a slab").isFalse();
-        assertThat(writer.canReserveRing(1024)).isTrue();
+        assertThat(writer.ringRoom()).as("a returned slab").isEqualTo(1024);
         assertThat(writer.tryReserveRing(1000)).isZero();
-        // 24 bytes left in slab 0, slab 1 still returned: any length up to a slab fits.
-        assertThat(writer.canReserveRing(1024)).isTrue();
+        // Slab 0 full (1000 took 1024), slab 1 still returned: a whole slab fits.
+        assertThat(writer.ringRoom()).isEqualTo(1024);
         assertThat(writer.tryReserveRing(1024)).isEqualTo(1024);
         // Slab 1 full, none returned: nothing fits; a seal changes nothing until the peer returns a slab.
-        assertThat(writer.canReserveRing(1)).isFalse();
+        assertThat(writer.ringRoom()).isZero();
         assertThat(writer.tryReserveRing(1)).isEqualTo(-1);
         writer.seal();
-        assertThat(writer.canReserveRing(1)).isFalse();
+        assertThat(writer.ringRoom()).isZero();
         writer.grant(0, 0b01);
-        assertThat(writer.canReserveRing(1024)).isTrue();
+        assertThat(writer.ringRoom()).isEqualTo(1024);
         assertThat(writer.tryReserveRing(100)).isZero();
         // Slab 0 open with 896 bytes left (100 took 128), no slab returned: 896 fit, 1000 do not.
-        assertThat(writer.canReserveRing(896)).isTrue();
-        assertThat(writer.canReserveRing(1000)).isFalse();
+        assertThat(writer.ringRoom()).isEqualTo(896);
         assertThat(writer.tryReserveRing(1000)).isEqualTo(-1);
         assertThat(writer.tryReserveRing(896)).isEqualTo(128);
+        assertThat(writer.ringRoom()).isZero();
     }
 
     /** What the writer posts: the immediate of its last reservation. */
