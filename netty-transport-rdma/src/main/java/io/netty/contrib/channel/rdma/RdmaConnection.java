@@ -476,8 +476,8 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed, SendQueue.
 
     /**
      * While a queue of ring writes is delivered: the slabs the reader let go of (a decoder keeps a buffer until the
-     * next one comes) or that were copied out are invalidated or bound again at once, and returned if the writer needs them, rather than
-     * after the rest of the queue; a writer that filled the ring waits for them.
+     * next one comes) or that were copied out are bound again at once, and returned if the writer needs them, not
+     * after the rest of the queue: a writer that filled the ring waits for them.
      */
     private void returnReleasedSlabs() {
         if (!released && sender.started() && !sends.batching() && rings.windowWorkDue()) {

@@ -28,6 +28,8 @@ import java.util.List;
 import java.util.Random;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -93,8 +95,8 @@ class RdmaWriteCoalescingTest {
      */
     @Test
     void kibWritesWaitForTheRingWhenItIsFull() throws Exception {
-        java.util.concurrent.atomic.AtomicLong receivedBytes = new java.util.concurrent.atomic.AtomicLong();
-        java.util.concurrent.atomic.AtomicReference<String> mismatch = new java.util.concurrent.atomic.AtomicReference<>();
+        AtomicLong receivedBytes = new AtomicLong();
+        AtomicReference<String> mismatch = new AtomicReference<>();
         Channel server = new ServerBootstrap().group(group).channel(RdmaServerChannel.class)
                 .childHandler(new ChannelInitializer<SocketChannel>() {
                     @Override
