@@ -164,21 +164,29 @@ class RdmaPortEventsTest {
 
             PortSwitch.set(device, false);
             // The event's own words, or (kernel rxe, whose sends fail at once, LOC_QP_OP_ERR, often before the loop
-            // has taken the event) the port's state with the event's name.
+            // has taken the event) the port's state with the event's name. Kernel rxe fails a send as soon as its
+            // netdev stops running, which can be just before it marks the port down (its netdev notifier comes
+            // after): a send that failed in between has no port to name yet, and its channel closes with the send's
+            // own status (seen once in CI, stop 41).
             String port = "port 1 of " + device;
             String event = "IBV_EVENT_PORT_ERR";
+            boolean kernelRxe = !SoftwareRdma.hasObjectCounts();
+            java.util.function.Consumer<Throwable> namesThePort = t -> {
+                if (!(kernelRxe && t.getMessage().equals("RDMA send failed: LOC_QP_OP_ERR"))) {
+                    assertThat(t).hasMessageContainingAll(port, event);
+                }
+            };
             for (int i = 0; i < CLIENTS; i++) {
                 assertThat(clients.get(i).closeFuture().await(1, TimeUnit.SECONDS))
                         .as("client %d closed within a second of the port going down", i).isTrue();
                 assertThat(clientCauses.get(i).getNow(null)).as("client %d's cause", i).isNotNull()
-                        .hasMessageContainingAll(port, event);
+                        .satisfies(namesThePort);
             }
             for (Channel child : children) {
                 assertThat(child.closeFuture().await(1, TimeUnit.SECONDS))
                         .as("%s closed within a second of the port going down", child).isTrue();
             }
-            assertThat(childCauses).as("the server's channels' causes").hasSize(CLIENTS)
-                    .allSatisfy(t -> assertThat(t).hasMessageContainingAll(port, event));
+            assertThat(childCauses).as("the server's channels' causes").hasSize(CLIENTS).allSatisfy(namesThePort);
             for (ChannelFuture w : writes) {
                 assertThat(w.await(5, TimeUnit.SECONDS)).as("every write's promise completed").isTrue();
             }
