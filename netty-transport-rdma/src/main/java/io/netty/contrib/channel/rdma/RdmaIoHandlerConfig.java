@@ -139,12 +139,15 @@ public final class RdmaIoHandlerConfig {
      * The most memory the receive rings of the loop's connections take together (carved from blocks registered for
      * their peers' ring writes), however many connections stream at once: what the loop's peers can make it pin
      * through rings. Blocks are registered as rings are asked for, and only while they leave half of what
-     * {@code RLIMIT_MEMLOCK} allows unpinned (where it applies). Rings share it fairly: a new ring gets at most this
-     * memory over the number of connections that have or want a ring (a power of two, and at most the
-     * {@link RdmaChannelOption#RING_SIZE}); a ring more than twice its share while others wait for one is withdrawn
-     * and offered again at its share; a connection for which less than 64 KiB (or eight receive slots) would be left
-     * gets none until rings are given back (idle rings are withdrawn after a second): its large messages go on as
-     * SENDs. 0 offers no rings. Default 64 MiB: 64 whole rings of the default size, or 128 KiB for each of 500
+     * {@code RLIMIT_MEMLOCK} allows unpinned (where it applies). Rings share it fairly: a new ring gets at most a
+     * quarter of this memory over the number of connections that have or want a ring (a power of two; all of it
+     * for a single connection; at least 64 KiB while the whole memory has that much for each), and at most the
+     * {@link RdmaChannelOption#RING_SIZE}; a ring more than twice its share while others wait for one, or above its
+     * share while the rings take more than a quarter of this memory, is withdrawn and offered again at its share (the
+     * rings that take writes at once are the receive side's working set in the caches); a connection for which less
+     * than 64 KiB (or eight receive slots) would be left gets none until rings are given back (idle rings are
+     * withdrawn after a second): its large messages go on as SENDs. 0 offers no rings. Default 64 MiB: whole rings
+     * of the default size for up to four streaming connections, 2 MiB each for eight, 64 KiB each for 500
      * connections streaming at once. Closed connections keep their ring until their last sends completed or their
      * peer disconnected (at most ten seconds), so a loop whose connections come and go quickly holds some of it for
      * them.

@@ -12,13 +12,14 @@ import java.util.concurrent.atomic.AtomicLong;
  * what the loop's peers can make it pin through rings, whatever their number. Rings are carved from one
  * {@link RingArena} per protection domain, which registers blocks as rings are asked for.
  *
- * <p>Rings share the memory fairly among the connections that stream: a new ring gets at most the loop's ring
- * memory divided by the connections that have or want a ring (a power of two), at most what is left, and none
- * when that is under the connection's minimum (its large messages go on as SENDs, and it gets a ring once others
- * have given theirs back). A ring more than twice its fair share while others wait for one is
- * {@linkplain #oversized withdrawn}, and offered again at its share when its peer next asks. Sizes are decided on
- * the loop thread; a ring's memory may be freed on another (the last buffer over it released there), hence the
- * atomics.
+ * <p>Rings share the memory fairly among the connections that stream: a new ring gets at most its
+ * {@linkplain #share() share} (a quarter of the loop's ring memory divided by the connections that have or want
+ * a ring, a power of two, all of it for a single connection), at most what is left, and none when that is under
+ * the connection's minimum (its large messages go on as SENDs, and it gets a ring once others have given theirs
+ * back). A ring more than twice its share while others wait for one, or above its share while the rings take
+ * more than a quarter of the memory, is {@linkplain #oversized withdrawn}, and offered again at its share when
+ * its peer next asks. Sizes are decided on the loop thread; a ring's memory may be freed on another (the last
+ * buffer over it released there), hence the atomics.
  */
 final class RingMemory {
     /** The smallest ring worth offering: its slabs (several receive slots each) beat slot-sized SENDs. */
@@ -59,10 +60,26 @@ final class RingMemory {
         }
     }
 
-    /** What each streaming connection's ring may have: the limit over the connections that have or want one. */
+    /**
+     * What each streaming connection's ring may have (a power of two): all of the limit for one connection; for
+     * several, a quarter of the limit over their number ({@link #streamingTarget}), but never less than
+     * {@link #MIN_RING} while the limit itself has that much for each.
+     */
     long share() {
-        long share = limit / Math.max(1, holding + waiting);
+        int n = Math.max(1, holding + waiting);
+        long share = n == 1 ? limit : Math.max(streamingTarget() / n, Math.min(limit / n, MIN_RING));
         return share < PAGE ? share & -PAGE : Long.highestOneBit(share);
+    }
+
+    /**
+     * The bytes the rings of several streaming connections aim to take together: a quarter of the limit. The
+     * device writes every ring byte it delivers, so the rings that take writes at once are the receive side's
+     * working set, in the cache or not; between two JVMs on the software device, eight 64 KiB streams ran
+     * 0.65-0.85 times as fast with eight 4 MiB rings (32 MiB) as with eight of 2 MiB (docs/benchmarks/rings.md).
+     * The rest of the limit is room for rings that are retired, held or not yet shrunk.
+     */
+    long streamingTarget() {
+        return limit / 4;
     }
 
     /**
@@ -76,13 +93,15 @@ final class RingMemory {
     }
 
     /**
-     * Whether a ring of {@code size} bytes should make room for connections waiting for one: more than twice the
-     * share, while the share is a ring worth offering ({@code minimum}). Below that, withdrawing would give the room
-     * to nobody.
+     * Whether a ring of {@code size} bytes should make room: more than twice the share while connections wait for
+     * a ring, or more than the share while the rings take more than the {@link #streamingTarget}; in both cases
+     * only while the share is a ring worth offering ({@code minimum}). Below that, withdrawing would give the room
+     * to nobody. A withdrawn ring is offered again at the share when its peer next asks.
      */
     boolean oversized(long size, int minimum) {
         long share = share();
-        return waiting > 0 && share >= minimum && size > 2 * share;
+        return share >= minimum && (waiting > 0 && size > 2 * share
+                || size > share && pinned.get() > streamingTarget());
     }
 
     void reserve(long bytes) {

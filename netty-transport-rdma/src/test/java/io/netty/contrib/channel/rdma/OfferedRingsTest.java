@@ -252,6 +252,50 @@ class OfferedRingsTest {
     }
 
     @Test
+    void severalStreamsShareAQuarterOfTheRingMemoryAndLargerRingsShrinkToIt() {
+        long mib = 1 << 20;
+        RingMemory memory = new RingMemory(64 * mib);
+        memory.demand(0, 1);
+        assertThat(memory.share()).as("one connection: all of it").isEqualTo(64 * mib);
+        assertThat(memory.sizeFor((int) (4 * mib), QUARTER)).isEqualTo(4 * mib);
+        memory.demand(1, 2);
+        memory.reserve(4 * mib);
+        // Four rings of 4 MiB, as they came one by one: 16 MiB, the streaming target, none above its share.
+        for (int i = 1; i < 4; i++) {
+            memory.demand(0, 1);
+            assertThat(memory.sizeFor((int) (4 * mib), QUARTER)).isEqualTo(4 * mib);
+            memory.demand(1, 2);
+            memory.reserve(4 * mib);
+        }
+        assertThat(memory.streamingTarget()).isEqualTo(16 * mib);
+        assertThat(memory.oversized(4 * mib, QUARTER)).isFalse();
+        // Four more: 2 MiB each; the rings now take 24 MiB, so the 4 MiB ones are above their share and make room
+        // (offered again at 2 MiB), though nobody waits. The 2 MiB ones stay.
+        for (int i = 0; i < 4; i++) {
+            memory.demand(0, 1);
+            assertThat(memory.sizeFor((int) (4 * mib), QUARTER)).isEqualTo(2 * mib);
+            memory.demand(1, 2);
+            memory.reserve(2 * mib);
+        }
+        assertThat(memory.pinned()).isEqualTo(24 * mib);
+        assertThat(memory.oversized(4 * mib, QUARTER)).isTrue();
+        assertThat(memory.oversized(2 * mib, QUARTER)).isFalse();
+        for (int i = 0; i < 4; i++) {
+            memory.release(4 * mib);
+            memory.reserve(2 * mib);
+        }
+        assertThat(memory.pinned()).isEqualTo(16 * mib);
+        assertThat(memory.oversized(2 * mib, QUARTER)).isFalse();
+        // 500 streaming: a quarter over 500 is under 64 KiB, the whole limit over 500 is not: 64 KiB each.
+        for (int i = 8; i < 500; i++) {
+            memory.demand(0, 1);
+        }
+        assertThat(memory.share()).isEqualTo(64 * 1024);
+        assertThat(memory.sizeFor((int) (4 * mib), 64 * 1024)).isEqualTo(64 * 1024);
+        assertThat(memory.oversized(2 * mib, 64 * 1024)).as("others wait").isTrue();
+    }
+
+    @Test
     void aRingFarAboveItsShareIsWithdrawnWhileOthersWaitForOne() throws Exception {
         long before = regions();
         RingMemory memory = new RingMemory(4 * RING);

@@ -10,6 +10,7 @@ import io.netty.channel.ChannelInitializer;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.channel.socket.SocketChannel;
+import io.netty.contrib.channel.rdma.RdmaChannelOption;
 import io.netty.handler.codec.ByteToMessageDecoder;
 
 import java.io.BufferedReader;
@@ -91,7 +92,13 @@ public final class BenchServer {
 
     private static Channel bind(EventLoopGroup group, Transport transport, InetAddress address,
                                 ChannelInitializer<SocketChannel> init) throws InterruptedException {
-        return new ServerBootstrap().group(group).channel(transport.serverChannel()).childHandler(init)
+        ServerBootstrap b = new ServerBootstrap().group(group).channel(transport.serverChannel()).childHandler(init);
+        // -Dbench.ringSize=BYTES: the RING_SIZE the server's channels offer (docs/benchmarks/rings.md).
+        Integer ring = Integer.getInteger("bench.ringSize");
+        if (ring != null && transport.rdma()) {
+            b.childOption(RdmaChannelOption.RING_SIZE, ring);
+        }
+        return b
                 .bind(new InetSocketAddress(address, 0)).sync().channel();
     }
 

@@ -20,9 +20,11 @@ public final class SendWindow {
     private int slabCount;
     private long slabSize;
     private final int[] rkeys = new int[Immediate.MAX_SLABS];
-    /** Slabs the peer returned, in the order they are written. */
+    /**
+     * Slabs the writer may write, a stack: the one returned last is written first, so that while the peer keeps up
+     * the same few slabs take the writes (the rest of the ring stays out of the caches).
+     */
     private final int[] granted = new int[Immediate.MAX_SLABS];
-    private int grantedHead;
     private int grantedCount;
     /** The slab being filled, or -1. */
     private int current = -1;
@@ -63,7 +65,7 @@ public final class SendWindow {
 
     /**
      * Reserves room for a ring write of {@code length} bytes: in the slab being filled while it fits, else at the
-     * start of the next slab the peer returned (which leaves the slab being filled).
+     * start of the slab the peer returned last (which leaves the slab being filled).
      *
      * @return the ring offset to write at, or -1 when no slab has room now; after a successful call
      *         {@link #lastSlab()} and {@link #lastRkey()} say where it goes
@@ -81,9 +83,7 @@ public final class SendWindow {
         if (grantedCount == 0) {
             return -1;
         }
-        current = granted[grantedHead];
-        grantedHead = (grantedHead + 1) % granted.length;
-        grantedCount--;
+        current = granted[--grantedCount];
         cursor = aligned;
         return current * slabSize;
     }
@@ -109,7 +109,7 @@ public final class SendWindow {
 
     /**
      * The writer leaves the slab it is filling (the last ring write posted carries SEAL): its next write goes to
-     * the next slab returned. Returns whether it was filling one.
+     * the slab returned last. Returns whether it was filling one.
      */
     public boolean seal() {
         if (current < 0) {
@@ -136,10 +136,9 @@ public final class SendWindow {
         this.fixedRkeys = fixedRkeys;
         current = -1;
         cursor = 0;
-        grantedHead = 0;
         grantedCount = slabs;
         for (int k = 0; k < slabs; k++) {
-            granted[k] = k;
+            granted[k] = slabs - 1 - k;
         }
     }
 
@@ -169,7 +168,7 @@ public final class SendWindow {
                 if (!fixedRkeys) {
                     rkeys[slab] = nextRkey(rkeys[slab]);
                 }
-                granted[(grantedHead + grantedCount++) % granted.length] = slab;
+                granted[grantedCount++] = slab;
             }
         }
         this.recvCredits += recvCredits;
@@ -177,7 +176,7 @@ public final class SendWindow {
 
     private boolean isGranted(int slab) {
         for (int i = 0; i < grantedCount; i++) {
-            if (granted[(grantedHead + i) % granted.length] == slab) {
+            if (granted[i] == slab) {
                 return true;
             }
         }

@@ -96,12 +96,14 @@ class CreditsTest {
         assertThat(returned).isEqualTo(0b10);
         writer.grant(0, returned);
         assertThat(writer.grantedSlabs()).as("slabs 2, 3 and 1 again").isEqualTo(3);
+        // The slab returned last is written first (its bytes are the likeliest to be in the caches), then the
+        // others in the order they were given.
+        assertThat(writer.tryReserveRing(1024)).isEqualTo(1024);
+        assertThat(writer.lastRkey()).as("slab 1 bound again under the next key").isEqualTo(0x2201);
+        reader.arrive(immediate(writer, 1024, false));
         assertThat(writer.tryReserveRing(1024)).isEqualTo(2048);
         reader.arrive(immediate(writer, 1024, false));
-        assertThat(writer.tryReserveRing(1024)).isEqualTo(3072);
-        reader.arrive(immediate(writer, 1024, false));
-        assertThat(writer.tryReserveRing(64)).isEqualTo(1024);
-        assertThat(writer.lastRkey()).as("slab 1 bound again under the next key").isEqualTo(0x2201);
+        assertThat(writer.tryReserveRing(64)).isEqualTo(3072);
         reader.arrive(immediate(writer, 64, true));
         writer.seal();
         assertThat(writer.tryReserveRing(64)).as("slab 0 is still held").isEqualTo(-1);
