@@ -74,8 +74,8 @@ final class RingMemory {
     /**
      * The bytes the rings of several streaming connections aim to take together: a quarter of the limit. The
      * device writes every ring byte it delivers, so the rings that take writes at once are the receive side's
-     * working set, in the cache or not; between two JVMs on the software device, eight 64 KiB streams ran
-     * 0.65-0.85 times as fast with eight 4 MiB rings (32 MiB) as with eight of 2 MiB (docs/benchmarks/rings.md).
+     * working set, in the cache or not; between two JVMs on the software device, eight 64 KiB and 1 MiB streams ran
+     * 0.6-0.77 times as fast with eight 4 MiB rings (32 MiB) as with eight of 2 MiB (docs/benchmarks/rings.md).
      * The rest of the limit is room for rings that are retired, held or not yet shrunk.
      */
     long streamingTarget() {
