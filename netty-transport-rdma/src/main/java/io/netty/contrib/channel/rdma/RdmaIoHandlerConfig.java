@@ -185,7 +185,9 @@ public final class RdmaIoHandlerConfig {
      * retries forever by the specification) or when a path is retried without end (kernel rxe treats
      * {@code retry_cnt} 7 so): without this bound such a channel would stay open with its writes pending forever.
      * Checked about every quarter of it, at most a second apart (the same check sends the keepalive probes of
-     * {@link RdmaChannelOption#KEEPALIVE_IDLE_MILLIS}). 0 never closes for it. Default 30000 (30 s).
+     * {@link RdmaChannelOption#KEEPALIVE_IDLE_MILLIS}); the silence is timed from the check that first saw it, so
+     * the channel closes up to two checks after the limit, never before it. 0 never closes for it. Default 30000
+     * (30 s).
      */
     public RdmaIoHandlerConfig sendStallTimeoutMillis(long sendStallTimeoutMillis) {
         this.sendStallTimeoutMillis = checkPositiveOrZero(sendStallTimeoutMillis, "sendStallTimeoutMillis");

@@ -88,10 +88,13 @@ final class SendQueue {
     /** The sequence number of the last signalled work request posted; -1 before the first. */
     private long lastSignaled = -1;
     /**
-     * {@code System.nanoTime()} of the last completion taken, or of the post that made a signalled work request
-     * outstanding when none was: how long the device has been silent about work it owes a completion for.
+     * When {@link #stalledNanos} last saw the device progress (a completion since its previous look) or owe nothing:
+     * the device's silence about work it owes a completion for counts from there. Looked at only by the loop's
+     * periodic check, so the data path reads no clock.
      */
     private long progressNanos;
+    /** {@link #completed} at the last {@link #stalledNanos} that saw something owed; -1 when nothing was. */
+    private long completedAtCheck = -1;
     /** {@link #requestCompletion()} was called: the last work request of every batch is signalled. */
     private boolean signalLast;
     /** The batch index of the last ring write added whose slab the writer has not left, or -1. */
@@ -427,10 +430,6 @@ final class SendQueue {
 
     /** The signalled work request {@code seq} was posted: a completion is owed for it. */
     private void noteSignaled(long seq) {
-        if (lastSignaled < completed) {
-            // Nothing was owed a completion: the device's silence counts from now.
-            progressNanos = System.nanoTime();
-        }
         lastSignaled = seq;
     }
 
@@ -440,7 +439,18 @@ final class SendQueue {
      * keeps it growing; on a live connection it stays within the retry budget.
      */
     long stalledNanos(long now) {
-        return lastSignaled >= completed ? Math.max(0, now - progressNanos) : 0;
+        if (lastSignaled < completed) {
+            completedAtCheck = -1;
+            return 0;
+        }
+        if (completed != completedAtCheck) {
+            // Owed, and the device completed something since the last look (or owed nothing then): silent from now
+            // at most, so a stall is reported between one and two looks late, never early.
+            completedAtCheck = completed;
+            progressNanos = now;
+            return 0;
+        }
+        return Math.max(0, now - progressNanos);
     }
 
     /** Whether work requests are outstanding with no signalled one among them ({@link #probe()} asks). */
@@ -480,7 +490,6 @@ final class SendQueue {
             release(slotOf(s));
         }
         completed = Math.min(seq + 1, posted);
-        progressNanos = System.nanoTime();
     }
 
     /**
