@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# gRPC over RdmaChannel against NIO in one JVM (RpcThroughputBenchmark): large-message throughput and small-call
-# latency, as ratios from the same run. Arguments: rounds (default 3), small calls per round (default 5000), one
-# large call (1-8 MiB) after every how many small ones (default 64), optionally the RDMA loops' spin in ns.
+# gRPC over RdmaChannel against NIO in one JVM, or with --two-jvms each server in a JVM of its own
+# (RpcThroughputBenchmark): large-message throughput and small-call latency, as ratios from the same run.
+# Arguments: rounds (default 3), small calls per round (default 5000), one large call (1-8 MiB) after every how
+# many small ones (default 64), optionally the RDMA loops' spin in ns; --two-jvms anywhere among them.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export JAVA_HOME="${JAVA_HOME:-$(ls -d /usr/lib/jvm/*25* | head -1)}"

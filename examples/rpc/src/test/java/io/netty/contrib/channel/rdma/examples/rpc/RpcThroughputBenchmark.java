@@ -16,8 +16,15 @@ import io.netty.contrib.channel.rdma.RdmaIoHandler;
 import io.netty.contrib.channel.rdma.RdmaIoHandlerConfig;
 import io.netty.contrib.channel.rdma.RdmaServerChannel;
 
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
 import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
 import java.util.Random;
 import java.util.concurrent.TimeUnit;
 
@@ -28,7 +35,9 @@ import java.util.concurrent.TimeUnit;
  * round runs RDMA and NIO one after the other, so each ratio is taken between measurements seconds apart. A
  * benchmark, not a test: run it with {@code ./examples/rpc/benchmark.sh} (rounds, small calls per round, one large
  * call after every how many small ones, and optionally the RDMA loops' spin in ns as arguments). A round's mean
- * needs thousands of small calls to be stable (300 moved it by a fifth between runs).
+ * needs thousands of small calls to be stable (300 moved it by a fifth between runs). With {@code --two-jvms}
+ * anywhere among the arguments the RDMA and the NIO server each run in a JVM of their own (started once, same classpath), the
+ * client in this one.
  */
 public final class RpcThroughputBenchmark {
     private RpcThroughputBenchmark() {
@@ -37,7 +46,13 @@ public final class RpcThroughputBenchmark {
     record Result(double largeMBps, double smallP50Micros, double smallMeanMicros, double smallP99Micros) {
     }
 
-    public static void main(String[] args) throws Exception {
+    public static void main(String[] arguments) throws Exception {
+        if (arguments.length >= 2 && arguments[0].equals("serve")) {
+            serve(arguments[1].equals("rdma"), arguments.length > 2 ? Long.parseLong(arguments[2]) : -1);
+            return;
+        }
+        boolean twoJvms = Arrays.asList(arguments).contains("--two-jvms");
+        String[] args = Arrays.stream(arguments).filter(a -> !a.equals("--two-jvms")).toArray(String[]::new);
         int rounds = args.length > 0 ? Integer.parseInt(args[0]) : 3;
         int smallCalls = args.length > 1 ? Integer.parseInt(args[1]) : 5000;
         int largeEvery = args.length > 2 ? Integer.parseInt(args[2]) : 64;
@@ -45,15 +60,33 @@ public final class RpcThroughputBenchmark {
             spinNanos = Long.parseLong(args[3]);
         }
         SoftwareDevice.selectIfNoHardware();
+        ServerProcess rdmaServer = twoJvms ? ServerProcess.start(true) : null;
+        ServerProcess nioServer = twoJvms ? ServerProcess.start(false) : null;
+        try {
+            rounds(rounds, smallCalls, largeEvery, rdmaServer, nioServer);
+        } finally {
+            if (twoJvms) {
+                rdmaServer.stop();
+                nioServer.stop();
+            }
+        }
+    }
+
+    private static void rounds(int rounds, int smallCalls, int largeEvery, ServerProcess rdmaServer,
+                               ServerProcess nioServer) throws Exception {
+        boolean twoJvms = rdmaServer != null;
         for (int round = 0; round <= rounds; round++) {
-            Result rdma = run(true, smallCalls, largeEvery);
-            Result nio = run(false, smallCalls, largeEvery);
+            Result rdma = twoJvms ? calls(true, rdmaServer.port, smallCalls, largeEvery)
+                    : run(true, smallCalls, largeEvery);
+            Result nio = twoJvms ? calls(false, nioServer.port, smallCalls, largeEvery)
+                    : run(false, smallCalls, largeEvery);
             if (round == 0) {
                 continue; // warm-up
             }
-            System.out.printf("round %d (%d small calls, one large after every %d): large MB/s rdma %.0f nio %.0f"
+            System.out.printf("round %d (%s, %d small calls, one large after every %d): large MB/s rdma %.0f nio %.0f"
                             + " (%.2fx); small p50 µs rdma %.0f nio %.0f (%.2fx); small mean µs rdma %.0f nio %.0f"
-                            + " (%.2fx); small p99 µs rdma %.0f nio %.0f (%.2fx)%n", round, smallCalls, largeEvery,
+                            + " (%.2fx); small p99 µs rdma %.0f nio %.0f (%.2fx)%n", round,
+                    twoJvms ? "server in its own JVM" : "one JVM", smallCalls, largeEvery,
                     rdma.largeMBps, nio.largeMBps, rdma.largeMBps / nio.largeMBps, rdma.smallP50Micros,
                     nio.smallP50Micros, rdma.smallP50Micros / nio.smallP50Micros, rdma.smallMeanMicros,
                     nio.smallMeanMicros, rdma.smallMeanMicros / nio.smallMeanMicros, rdma.smallP99Micros,
@@ -64,13 +97,73 @@ public final class RpcThroughputBenchmark {
     static Result run(boolean rdma, int smallCalls, int largeEvery) throws Exception {
         EventLoopGroup boss = group(rdma);
         EventLoopGroup workers = group(rdma);
-        EventLoopGroup client = group(rdma);
-        Server server = NettyServerBuilder.forAddress(new InetSocketAddress("127.0.0.1", 0))
+        Server server = startServer(rdma, boss, workers);
+        try {
+            return calls(rdma, server.getPort(), smallCalls, largeEvery);
+        } finally {
+            server.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+            boss.shutdownGracefully(0, 1, TimeUnit.SECONDS).sync();
+            workers.shutdownGracefully(0, 1, TimeUnit.SECONDS).sync();
+        }
+    }
+
+    private static Server startServer(boolean rdma, EventLoopGroup boss, EventLoopGroup workers) throws IOException {
+        return NettyServerBuilder.forAddress(new InetSocketAddress("127.0.0.1", 0))
                 .channelType(rdma ? RdmaServerChannel.class : NioServerSocketChannel.class)
                 .bossEventLoopGroup(boss).workerEventLoopGroup(workers)
                 .maxInboundMessageSize(RpcClient.MAX_MESSAGE_SIZE)
                 .addService(EchoService.definition()).build().start();
-        ManagedChannel channel = NettyChannelBuilder.forAddress("127.0.0.1", server.getPort())
+    }
+
+    /** The server of {@code --two-jvms}: prints its port, serves until its standard input ends. */
+    private static void serve(boolean rdma, long spin) throws Exception {
+        spinNanos = spin;
+        EventLoopGroup boss = group(rdma);
+        EventLoopGroup workers = group(rdma);
+        Server server = startServer(rdma, boss, workers);
+        System.out.println(server.getPort());
+        System.out.flush();
+        while (System.in.read() >= 0) {
+            // until the client's JVM closes the pipe (or exits)
+        }
+        server.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+        boss.shutdownGracefully(0, 1, TimeUnit.SECONDS).sync();
+        workers.shutdownGracefully(0, 1, TimeUnit.SECONDS).sync();
+    }
+
+    /** A server in a JVM of its own (same classpath), for every round; stopped when its standard input closes. */
+    private record ServerProcess(Process process, int port) {
+        static ServerProcess start(boolean rdma) throws Exception {
+            List<String> command = new ArrayList<>(List.of(
+                    Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                    "--enable-native-access=ALL-UNNAMED", "-Dio.netty.leakDetection.level=disabled"));
+            String library = System.getProperty(SoftwareDevice.LIBRARY_PATH);
+            if (library != null) {
+                command.add("-D" + SoftwareDevice.LIBRARY_PATH + "=" + library);
+            }
+            command.addAll(List.of("-cp", System.getProperty("java.class.path"),
+                    RpcThroughputBenchmark.class.getName(), "serve", rdma ? "rdma" : "nio", Long.toString(spinNanos)));
+            Process process = new ProcessBuilder(command).redirectError(ProcessBuilder.Redirect.INHERIT).start();
+            String port = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8))
+                    .readLine();
+            if (port == null) {
+                process.destroyForcibly();
+                throw new IllegalStateException("the server JVM exited before it listened: " + process.waitFor());
+            }
+            return new ServerProcess(process, Integer.parseInt(port.trim()));
+        }
+
+        void stop() throws Exception {
+            process.getOutputStream().close();
+            if (!process.waitFor(15, TimeUnit.SECONDS)) {
+                process.destroyForcibly().waitFor();
+            }
+        }
+    }
+
+    private static Result calls(boolean rdma, int port, int smallCalls, int largeEvery) throws Exception {
+        EventLoopGroup client = group(rdma);
+        ManagedChannel channel = NettyChannelBuilder.forAddress("127.0.0.1", port)
                 .channelType(rdma ? RdmaChannel.class : NioSocketChannel.class)
                 .eventLoopGroup(client).usePlaintext().maxInboundMessageSize(RpcClient.MAX_MESSAGE_SIZE).build();
         try {
@@ -104,9 +197,6 @@ public final class RpcThroughputBenchmark {
                     Arrays.stream(sorted).average().orElse(0) / 1e3, sorted[(int) (smallCount * 0.99)] / 1e3);
         } finally {
             channel.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
-            server.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
-            boss.shutdownGracefully(0, 1, TimeUnit.SECONDS).sync();
-            workers.shutdownGracefully(0, 1, TimeUnit.SECONDS).sync();
             client.shutdownGracefully(0, 1, TimeUnit.SECONDS).sync();
         }
     }
