@@ -1192,6 +1192,9 @@ public final class RdmaChannel extends AbstractRdmaChannel implements SocketChan
         }
         if (isOpen() && connection != null) {
             connection.flushReceives();
+            if (connection.awaitsInvalidation()) {
+                registration.handler().pollAgain();
+            }
         }
     }
 

@@ -8,6 +8,7 @@ import io.netty.contrib.channel.rdma.internal.protocol.Immediate;
 import io.netty.contrib.channel.rdma.internal.protocol.MessageHeader;
 import io.netty.contrib.channel.rdma.internal.protocol.ProtocolException;
 import io.netty.contrib.channel.rdma.internal.protocol.ReceiveWindow;
+import io.netty.contrib.channel.rdma.internal.protocol.RingSlabs;
 import io.netty.contrib.channel.rdma.internal.verbs.CmId;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvWcOpcode;
 import io.netty.contrib.channel.rdma.internal.verbs.IbvWcStatus;
@@ -353,6 +354,15 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed, SendQueue.
         }
         ReceiveRing r = received.ring();
         return r == null || r.slabs.deliverable((int) received.ringSeq());
+    }
+
+    /** Whether the oldest message waiting is a ring write whose slab's invalidation is posted and not complete. */
+    boolean awaitsInvalidation() {
+        if (!hasPending()) {
+            return false;
+        }
+        ReceiveRing r = received.ring();
+        return r != null && r.slabs.state((int) received.ringSeq()) == RingSlabs.INVALIDATING;
     }
 
     /** Hands queued data to {@code inbound} while it reads; returns how many messages it took. */

@@ -68,11 +68,14 @@ public final class RdmaIoHandler implements IoHandler {
      * since the last look: every few tens of microseconds while idle, every few turns under load.
      */
     private static final int CM_LOOK_EVERY = 256;
+    /** At most this many extra polls of a batch for {@link #pollAgain()}. */
+    private static final int MAX_POLLS_AGAIN = 2;
     /** A pure spin reads the clock (for due tasks) once per this many empty turns. */
     private static final int PURE_SPIN_CLOCK_MASK = 7;
     /** Work requests prepared before one {@code ibv_post_send}. */
     private static final int SEND_BATCH = 32;
     private int cmCountdown = CM_LOOK_EVERY;
+    private boolean pollAgain;
 
     private final ThreadAwareExecutor executor;
     private final RdmaIoHandlerConfig config;
@@ -684,8 +687,34 @@ public final class RdmaIoHandler implements IoHandler {
     }
 
     private int pollCompletions() {
-        int work = 0;
         polls++;
+        int work = pollCompletionsOnce();
+        // A channel that just posted the invalidation its next ring write waits for: it may be complete already (the
+        // software device completes a LOCAL_INV as it is posted when nothing is outstanding before it), and then the
+        // write is delivered in this batch, not after a turn of the loop (one-thread 16 KiB echo 3.1-3.8 -> 2.9 µs).
+        for (int again = 0; again < MAX_POLLS_AGAIN && pollAgain; again++) {
+            pollAgain = false;
+            work += pollCompletionsOnce();
+        }
+        pollAgain = false;
+        if (work == 0) {
+            emptyPolls++;
+        }
+        cmCountdown -= work;
+        completionCount += work;
+        return work;
+    }
+
+    /**
+     * Polls the completion queue once more at the end of this batch: a handle posted work whose completion the
+     * delivery of what it received waits for (the LOCAL_INV of a ring slab).
+     */
+    void pollAgain() {
+        pollAgain = true;
+    }
+
+    private int pollCompletionsOnce() {
+        int work = 0;
         WorkCompletions wcs = completions;
         for (int i = 0; i < groups.size(); i++) {
             QueueGroup g = groups.get(i);
@@ -718,11 +747,6 @@ public final class RdmaIoHandler implements IoHandler {
             }
         }
         touched.clear();
-        if (work == 0) {
-            emptyPolls++;
-        }
-        cmCountdown -= work;
-        completionCount += work;
         return work;
     }
 
