@@ -36,8 +36,8 @@ import java.util.concurrent.TimeUnit;
  * benchmark, not a test: run it with {@code ./examples/rpc/benchmark.sh} (rounds, small calls per round, one large
  * call after every how many small ones, and optionally the RDMA loops' spin in ns as arguments). A round's mean
  * needs thousands of small calls to be stable (300 moved it by a fifth between runs). With {@code --two-jvms}
- * anywhere among the arguments the RDMA and the NIO server each run in a JVM of their own (started once, same classpath), the
- * client in this one.
+ * anywhere among the arguments the RDMA and the NIO server each run in a JVM of their own (started once, same
+ * classpath), the client in this one.
  */
 public final class RpcThroughputBenchmark {
     private RpcThroughputBenchmark() {
