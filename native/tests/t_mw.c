@@ -751,6 +751,10 @@ static void wserver(int wfd) {
     mw->rkey = wi.rkey;
     struct ibv_wc wc = wait_wc(e.scq, TMO);
     check_wc_ok(&wc, 11, IBV_WC_SEND, e.qp->qp_num, WC_ANY_LEN, 0, 0);
+    /* only now may the peer make this QP fail (its refused write): a SEND whose ACK was not yet taken would be
+     * flushed (seen on kernel rxe under emulation, the ACK late) */
+    uint8_t sent = 1;
+    pipe_write(wfd, &sent, sizeof sent);
     wc = wait_wc(e.rcq, TMO * 2);
     CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV && wc.wr_id == 1, "receive: %s opcode %d",
           ibv_wc_status_str(wc.status), wc.opcode);
@@ -820,6 +824,8 @@ TEST(mw_xproc, 60) {
     CHECK_OK(ibv_post_send(e.qp, &wr, &bad));
     wc = wait_wc(e.scq, TMO);
     check_wc_ok(&wc, 3, IBV_WC_SEND, e.qp->qp_num, WC_ANY_LEN, 0, 0);
+    uint8_t sent;
+    pipe_read(pfd[0], &sent, sizeof sent, TMO * 2); /* the server took its SEND's completion */
     expect_access_err(rdma(&a, IBV_WR_RDMA_WRITE, buf, mr, 4096, wi.addr + 4096, wi.rkey, 4),
                       "write through the invalidated window from another process");
     CHECK_OK(rdma_disconnect(cid));
