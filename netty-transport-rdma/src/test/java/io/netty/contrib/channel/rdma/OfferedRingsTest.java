@@ -257,25 +257,17 @@ class OfferedRingsTest {
         RingMemory memory = new RingMemory(64 * mib);
         memory.demand(0, 1);
         assertThat(memory.share()).as("one connection: all of it").isEqualTo(64 * mib);
-        assertThat(memory.sizeFor((int) (4 * mib), QUARTER)).isEqualTo(4 * mib);
-        memory.demand(1, 2);
-        memory.reserve(4 * mib);
+        memory.demand(1, 0);
         // Four rings of 4 MiB, as they came one by one: 16 MiB, the streaming target, none above its share.
-        for (int i = 1; i < 4; i++) {
-            memory.demand(0, 1);
-            assertThat(memory.sizeFor((int) (4 * mib), QUARTER)).isEqualTo(4 * mib);
-            memory.demand(1, 2);
-            memory.reserve(4 * mib);
+        for (int i = 0; i < 4; i++) {
+            streamStarts(memory, 4 * mib, 4 * mib);
         }
         assertThat(memory.streamingTarget()).isEqualTo(16 * mib);
         assertThat(memory.oversized(4 * mib, QUARTER)).isFalse();
         // Four more: 2 MiB each; the rings now take 24 MiB, so the 4 MiB ones are above their share and make room
         // (offered again at 2 MiB), though nobody waits. The 2 MiB ones stay.
         for (int i = 0; i < 4; i++) {
-            memory.demand(0, 1);
-            assertThat(memory.sizeFor((int) (4 * mib), QUARTER)).isEqualTo(2 * mib);
-            memory.demand(1, 2);
-            memory.reserve(2 * mib);
+            streamStarts(memory, 4 * mib, 2 * mib);
         }
         assertThat(memory.pinned()).isEqualTo(24 * mib);
         assertThat(memory.oversized(4 * mib, QUARTER)).isTrue();
@@ -293,6 +285,14 @@ class OfferedRingsTest {
         assertThat(memory.share()).isEqualTo(64 * 1024);
         assertThat(memory.sizeFor((int) (4 * mib), 64 * 1024)).isEqualTo(64 * 1024);
         assertThat(memory.oversized(2 * mib, 64 * 1024)).as("others wait").isTrue();
+    }
+
+    /** A connection asks for a ring of {@code wanted} bytes, is offered {@code expected}, and takes it. */
+    private static void streamStarts(RingMemory memory, long wanted, long expected) {
+        memory.demand(0, 1);
+        assertThat(memory.sizeFor((int) wanted, QUARTER)).isEqualTo(expected);
+        memory.demand(1, 2);
+        memory.reserve(expected);
     }
 
     @Test
