@@ -278,6 +278,13 @@ static inline void sr_hwc_add(enum sr_hwc c, uint64_t n)
 /* ---- globals: object table and counts ---------------------------------- */
 SR_HIDDEN extern atomic_long sr_counts[SR_K_NUM];
 SR_HIDDEN void sr_count(enum sr_kind k, int delta);
+/*
+ * A lock of a QP, CQ, SRQ or window: spins a little before it sleeps. Two
+ * busy-polling threads take these in turn for sections of a few hundred
+ * nanoseconds (a post, a poll, a CQE pushed by the peer's responder), where a
+ * futex sleep and its wake-up cost more than the wait.
+ */
+SR_HIDDEN void sr_mutex_init(pthread_mutex_t *m);
 SR_HIDDEN extern pthread_rwlock_t sr_mr_lock; /* held for reading while MR memory is accessed */
 
 SR_HIDDEN void sr_init_once(void);

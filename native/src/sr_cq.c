@@ -172,7 +172,7 @@ SR_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *c
 		errno = ENOMEM;
 		return NULL;
 	}
-	pthread_mutex_init(&cq->lock, NULL);
+	sr_mutex_init(&cq->lock);
 	cq->ibv.context = ctx;
 	cq->ibv.channel = channel;
 	cq->ibv.cq_context = cq_context;

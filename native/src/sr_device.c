@@ -29,6 +29,16 @@ static const char *const kind_names[SR_K_NUM] = {
 	"context", "pd", "mr", "cq", "comp_channel", "qp", "srq", "cm_id", "cm_channel", "mw",
 };
 
+void sr_mutex_init(pthread_mutex_t *m)
+{
+	pthread_mutexattr_t a;
+
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP);
+	pthread_mutex_init(m, &a);
+	pthread_mutexattr_destroy(&a);
+}
+
 void sr_count(enum sr_kind k, int delta)
 {
 	atomic_fetch_add(&sr_counts[k], delta);

@@ -80,7 +80,7 @@ struct ibv_mw *sr_alloc_mw(struct ibv_pd *ibpd, enum ibv_mw_type type)
 		errno = ENOMEM;
 		return NULL;
 	}
-	pthread_mutex_init(&mw->lock, NULL);
+	sr_mutex_init(&mw->lock);
 	mw->pd = pd;
 	mw->rkey = (SR_MW_KEY_BASE + idx) << 8 | (uint32_t)(sr_random64() & 0xff);
 	/* o10-37.2.x: a type 2 window starts free; type 1 is valid, bound to nothing */

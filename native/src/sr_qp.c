@@ -10,7 +10,8 @@
 static struct sr_qp *qp_table[1 << SR_QPN_INDEX_BITS];
 static uint32_t qp_hint = 1;
 static uint32_t qp_max_index;
-static pthread_mutex_t qp_table_lock = PTHREAD_MUTEX_INITIALIZER;
+/* read on every incoming request, written when a QP comes or goes */
+static pthread_rwlock_t qp_table_lock = PTHREAD_RWLOCK_INITIALIZER;
 
 struct sr_qp *sr_qp_get(uint32_t qpn)
 {
@@ -19,12 +20,12 @@ struct sr_qp *sr_qp_get(uint32_t qpn)
 
 	if ((qpn >> SR_QPN_INDEX_BITS) != sr_net_instance())
 		return NULL;
-	pthread_mutex_lock(&qp_table_lock);
+	pthread_rwlock_rdlock(&qp_table_lock);
 	if (qp_table[idx] && qp_table[idx]->ibv.qp_num == qpn) {
 		qp = qp_table[idx];
 		atomic_fetch_add(&qp->refs, 1);
 	}
-	pthread_mutex_unlock(&qp_table_lock);
+	pthread_rwlock_unlock(&qp_table_lock);
 	return qp;
 }
 
@@ -51,11 +52,11 @@ void sr_qp_foreach(void (*fn)(struct sr_qp *qp, void *arg), void *arg)
 	for (uint32_t i = 1; i <= qp_max_index; i++) {
 		struct sr_qp *qp;
 
-		pthread_mutex_lock(&qp_table_lock);
+		pthread_rwlock_rdlock(&qp_table_lock);
 		qp = qp_table[i];
 		if (qp)
 			atomic_fetch_add(&qp->refs, 1);
-		pthread_mutex_unlock(&qp_table_lock);
+		pthread_rwlock_unlock(&qp_table_lock);
 		if (qp) {
 			fn(qp, arg);
 			sr_qp_put(qp);
@@ -303,8 +304,8 @@ SR_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_a
 	 * freed a QP whose count was still 0 under its creator.
 	 */
 	atomic_init(&qp->refs, 1);
-	pthread_mutex_init(&qp->lock, NULL);
-	pthread_mutex_init(&qp->send_lock, NULL);
+	sr_mutex_init(&qp->lock);
+	sr_mutex_init(&qp->send_lock);
 	qp->ibv.context = ibpd->context;
 	qp->ibv.qp_context = init->qp_context;
 	qp->ibv.pd = ibpd;
@@ -325,7 +326,7 @@ SR_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_a
 	qp->attr.cap = cap;
 	qp->attr.path_mtu = IBV_MTU_4096;
 	qp->attr.port_num = 1;
-	pthread_mutex_lock(&qp_table_lock);
+	pthread_rwlock_wrlock(&qp_table_lock);
 	for (uint32_t n = 1; n < (1u << SR_QPN_INDEX_BITS); n++) {
 		uint32_t i = qp_hint++;
 
@@ -343,7 +344,7 @@ SR_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_a
 		if (idx > qp_max_index)
 			qp_max_index = idx;
 	}
-	pthread_mutex_unlock(&qp_table_lock);
+	pthread_rwlock_unlock(&qp_table_lock);
 	if (!idx) {
 		pthread_mutex_destroy(&qp->ibv.mutex);
 		pthread_cond_destroy(&qp->ibv.cond);
@@ -369,9 +370,9 @@ SR_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 
 	if (!is_qp(ibqp))
 		return EINVAL;
-	pthread_mutex_lock(&qp_table_lock);
+	pthread_rwlock_wrlock(&qp_table_lock);
 	qp_table[ibqp->handle] = NULL;
-	pthread_mutex_unlock(&qp_table_lock);
+	pthread_rwlock_unlock(&qp_table_lock);
 	/* wait for a transmission in progress, then make the QP inert */
 	pthread_mutex_lock(&qp->send_lock);
 	pthread_mutex_lock(&qp->lock);
@@ -843,7 +844,7 @@ SR_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *ibpd, struct ibv_srq_ini
 		errno = ENOMEM;
 		return NULL;
 	}
-	pthread_mutex_init(&srq->lock, NULL);
+	sr_mutex_init(&srq->lock);
 	srq->ibv.context = ibpd->context;
 	srq->ibv.srq_context = init->srq_context;
 	srq->ibv.pd = ibpd;

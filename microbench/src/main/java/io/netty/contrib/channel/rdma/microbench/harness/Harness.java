@@ -42,6 +42,8 @@ public final class Harness {
     private final List<String> jvmArgs;
     /** Processes that spin on the CPU beside every row: a machine with more runnable threads than cores. */
     private final int cpuHogs;
+    /** {@code --sequential}: each transport runs all its rows before the next starts (one JVM pair each). */
+    private final boolean sequential;
     private final List<Result> results = new ArrayList<>();
     private final List<String> failures = new ArrayList<>();
     /** The 1-minute load average as each transport started: how quiet the machine was for its rows. */
@@ -51,6 +53,7 @@ public final class Harness {
         List<String> rest = new ArrayList<>();
         settings = Settings.parse(args, rest);
         quick = Arrays.asList(args).contains("--quick");
+        sequential = Arrays.asList(args).contains("--sequential");
         String transportList = ALL_TRANSPORTS;
         Path outDir = Path.of("docs", "benchmarks");
         String pageName = "docs/benchmarks.md";
@@ -67,9 +70,10 @@ public final class Harness {
                 case "--rdma-library" -> library = Settings.value(a, ++i, a[i - 1]);
                 case "--jvm-arg" -> extraJvmArgs.add(Settings.value(a, ++i, a[i - 1]));
                 case "--cpu-hogs" -> hogs = Integer.parseInt(Settings.value(a, ++i, a[i - 1]));
+                case "--sequential" -> { }
                 case "--help", "-h" -> {
                     System.out.println("options: --quick --transports " + ALL_TRANSPORTS + " --out DIR"
-                            + " --page FILE|none --rdma-library bundled|system|DIR --jvm-arg ARG --cpu-hogs N --sizes CSV"
+                            + " --page FILE|none --rdma-library bundled|system|DIR --jvm-arg ARG --cpu-hogs N --sequential --sizes CSV"
                             + " --connections CSV --fresh-sizes CSV --latency-warmup S --latency-seconds S --latency-max-count N"
                             + " --throughput-warmup S --throughput-seconds S --idle-seconds S --threads N");
                     System.exit(0);
@@ -137,30 +141,47 @@ public final class Harness {
         return hogs;
     }
 
+    /**
+     * Runs every transport on one message size (a JVM pair each, or perftest) before the next size, so that the
+     * rows compared in a ratio ran side by side; {@code --sequential} runs each transport's rows all at once.
+     */
     private void runTransports() {
-        for (String t : transports) {
-            double load = Machine.loadAverage1();
-            System.err.println("== " + t + " (load average " + load + ")");
-            loads.add(t + " " + load);
-            results.add(t.equals("verbs") ? new Result("verbs", "perftest", 0, 0, "load_average_1min", load, "threads")
-                    : new Result(Transport.of(t).transport, Transport.of(t).mode, 0, 0, "load_average_1min", load,
-                            "threads"));
-            try {
-                if (t.equals("verbs")) {
-                    verbs();
+        List<Settings> slices = sequential ? List.of(settings) : settings.slices();
+        for (int k = 0; k < slices.size(); k++) {
+            Settings slice = slices.get(k);
+            for (String t : transports) {
+                if (k == 0) {
+                    double load = Machine.loadAverage1();
+                    System.err.println("== " + t + " (load average " + load + ")");
+                    loads.add(t + " " + load);
+                    results.add(t.equals("verbs")
+                            ? new Result("verbs", "perftest", 0, 0, "load_average_1min", load, "threads")
+                            : new Result(Transport.of(t).transport, Transport.of(t).mode, 0, 0, "load_average_1min",
+                                    load, "threads"));
                 } else {
-                    pair(Transport.of(t));
+                    System.err.println("== " + t + " " + describe(slice));
                 }
-            } catch (Exception e) {
-                failures.add(t + ": " + e.getMessage());
-                System.err.println(t + " failed: " + e);
+                try {
+                    if (t.equals("verbs")) {
+                        verbs(slice);
+                    } else if (slice.sizes.length > 0 || slice.freshSizes.length > 0 || slice.idleSeconds > 0) {
+                        pair(Transport.of(t), slice);
+                    }
+                } catch (Exception e) {
+                    failures.add(t + " " + describe(slice) + ": " + e.getMessage());
+                    System.err.println(t + " failed: " + e);
+                }
             }
         }
     }
 
+    private static String describe(Settings slice) {
+        return "sizes " + Arrays.toString(slice.sizes) + ", fresh sizes " + Arrays.toString(slice.freshSizes);
+    }
+
     // ---------------------------------------------------------------- Netty transports: two JVMs
 
-    private void pair(Transport transport) throws IOException, InterruptedException {
+    private void pair(Transport transport, Settings settings) throws IOException, InterruptedException {
         List<String> server = java(transport, BenchServer.class);
         server.addAll(List.of("--transport", transport.key(), "--threads", Integer.toString(settings.threads)));
         Process serverProcess = new ProcessBuilder(server).redirectError(ProcessBuilder.Redirect.INHERIT).start();
@@ -189,8 +210,8 @@ public final class Harness {
                         System.err.println(line);
                     }
                 }
-                if (!clientProcess.waitFor(clientTimeoutSeconds(), TimeUnit.SECONDS)) {
-                    throw new IOException("client did not finish in " + clientTimeoutSeconds() + " s");
+                if (!clientProcess.waitFor(clientTimeoutSeconds(settings), TimeUnit.SECONDS)) {
+                    throw new IOException("client did not finish in " + clientTimeoutSeconds(settings) + " s");
                 }
                 if (clientProcess.exitValue() != 0) {
                     throw new IOException("client exited with " + clientProcess.exitValue());
@@ -220,7 +241,7 @@ public final class Harness {
         return command;
     }
 
-    private long clientTimeoutSeconds() {
+    private static long clientTimeoutSeconds(Settings settings) {
         double perSize = settings.latencyWarmup + settings.latency
                 + settings.connections.length * (3 * settings.throughputWarmup + 2 * settings.throughput);
         double perFreshSize = settings.connections.length * (3 * settings.throughputWarmup + 2 * settings.throughput);
@@ -250,7 +271,10 @@ public final class Harness {
 
     // ---------------------------------------------------------------- raw verbs: perftest
 
-    private void verbs() throws IOException, InterruptedException {
+    private void verbs(Settings settings) throws IOException, InterruptedException {
+        if (settings.sizes.length == 0) {
+            return;
+        }
         if (!Perftest.available()) {
             throw new IOException("perftest is not installed (Debian: apt-get install perftest;"
                     + " scripts/prereqs.sh installs it)");

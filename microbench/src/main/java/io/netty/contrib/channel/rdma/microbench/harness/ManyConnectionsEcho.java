@@ -37,7 +37,7 @@ import java.util.zip.CRC32;
  * java --enable-native-access=ALL-UNNAMED -cp microbench/target/microbenchmarks.jar \
  *   io.netty.contrib.channel.rdma.microbench.harness.ManyConnectionsEcho \
  *   [--transports rdma,nio,epoll] [--connections 500] [--bytes 2097152] [--write 65536] [--loops 1] [--repeat 1]
- *   [--ring-memory BYTES]
+ *   [--ring-memory BYTES] [--metrics]
  * </pre>
  */
 public final class ManyConnectionsEcho {
@@ -63,6 +63,7 @@ public final class ManyConnectionsEcho {
         int loops = 1;
         int repeat = 1;
         long ringMemory = -1;
+        boolean metrics = false;
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
                 case "--transports" -> {
@@ -78,13 +79,14 @@ public final class ManyConnectionsEcho {
                 case "--loops" -> loops = Integer.parseInt(args[++i]);
                 case "--repeat" -> repeat = Integer.parseInt(args[++i]);
                 case "--ring-memory" -> ringMemory = Long.parseLong(args[++i]);
+                case "--metrics" -> metrics = true;
                 default -> throw new IllegalArgumentException("unknown option " + args[i]);
             }
         }
         List<Result> results = new ArrayList<>();
         for (int r = 0; r < repeat; r++) {
             for (Transport t : transports) {
-                Result result = run(t, connections, bytes, write, loops, ringMemory);
+                Result result = run(t, connections, bytes, write, loops, ringMemory, metrics);
                 System.out.println(result.line());
                 results.add(result);
             }
@@ -103,17 +105,21 @@ public final class ManyConnectionsEcho {
         }
     }
 
-    static Result run(Transport transport, int connections, int bytes, int write, int loops, long ringMemory)
-            throws Exception {
+    static Result run(Transport transport, int connections, int bytes, int write, int loops, long ringMemory,
+                      boolean metrics) throws Exception {
         IoHandlerFactory factory = transport.rdma() && ringMemory >= 0
                 ? RdmaIoHandler.newFactory(transport.config().ringMemory(ringMemory)) : transport.ioHandlerFactory();
         EventLoopGroup serverGroup = new MultiThreadIoEventLoopGroup(loops, factory);
         EventLoopGroup clientGroup = new MultiThreadIoEventLoopGroup(loops, factory);
+        List<Channel> accepted = new ArrayList<>();
         try {
             Channel server = new ServerBootstrap().group(serverGroup).channel(transport.serverChannel())
                     .childHandler(new ChannelInitializer<SocketChannel>() {
                         @Override
                         protected void initChannel(SocketChannel ch) {
+                            synchronized (accepted) {
+                                accepted.add(ch);
+                            }
                             ch.pipeline().addLast(new Echo());
                         }
                     })
@@ -140,6 +146,11 @@ public final class ManyConnectionsEcho {
             if (transport.rdma()) {
                 long withRing = channels.stream().filter(c -> ((RdmaChannel) c).metric().ringWrites() > 0).count();
                 rings = "  (" + withRing + " of " + connections + " client connections wrote to a ring)";
+                if (metrics) {
+                    synchronized (accepted) {
+                        rings += "\n    clients: " + sum(channels) + "\n    server:  " + sum(accepted);
+                    }
+                }
             }
             for (Channel ch : channels) {
                 ch.close().sync();
@@ -150,6 +161,24 @@ public final class ManyConnectionsEcho {
             clientGroup.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
             serverGroup.shutdownGracefully(0, 5, TimeUnit.SECONDS).sync();
         }
+    }
+
+    /** The channels' metrics summed, for {@code --metrics}. */
+    private static String sum(List<Channel> channels) {
+        long sends = 0, ringWrites = 0, stalls = 0, stallNanos = 0, offered = 0, withdrawn = 0, copies = 0;
+        for (Channel c : channels) {
+            var m = ((RdmaChannel) c).metric();
+            sends += m.sends();
+            ringWrites += m.ringWrites();
+            stalls += m.creditStalls();
+            stallNanos += m.creditStallNanos();
+            offered += m.ringsOffered();
+            withdrawn += m.ringsWithdrawn();
+            copies += m.copies();
+        }
+        return String.format(Locale.ROOT, "sends %d, ring writes %d, credit stalls %d (%.1f ms in all), rings offered"
+                + " %d, withdrawn %d, copies %d", sends, ringWrites, stalls, stallNanos / 1e6, offered, withdrawn,
+                copies);
     }
 
     /** The server's echo: writes back what it reads, flushing at the end of each read burst. */

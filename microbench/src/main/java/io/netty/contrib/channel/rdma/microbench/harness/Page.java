@@ -40,6 +40,8 @@ final class Page {
                 1–4 MiB on every transport), the server discards them and answers one byte at the end; the rate
                 is measured after a warm-up.
                 Loopback on a shared 2-core VM is noisy: compare rows of one run, not runs of different days.
+                Every transport runs one size before any runs the next (a JVM pair per transport and size), so
+                the rows of one size ran within minutes of each other.
 
                 Between two processes the software device's wire hides the transport's own cost; the same echo and
                 streaming between two loops of ONE JVM, next to raw verbs between two threads of one C process, are

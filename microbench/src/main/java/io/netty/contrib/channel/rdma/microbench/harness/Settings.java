@@ -84,6 +84,44 @@ final class Settings {
         return s;
     }
 
+    /**
+     * These settings cut into one run per message size, then one per fresh-buffer size, in that order, so that a
+     * harness can run every transport on one size before it moves to the next: rows compared with each other then
+     * ran minutes apart at most, not the whole run apart (this VM's speed changes by up to 2× from one minute to
+     * the next). The idle measurement goes with the last slice.
+     */
+    List<Settings> slices() {
+        List<Settings> slices = new ArrayList<>();
+        for (int size : sizes) {
+            slices.add(copy(new int[] {size}, new int[0]));
+        }
+        for (int size : freshSizes) {
+            slices.add(copy(new int[0], new int[] {size}));
+        }
+        if (slices.isEmpty()) {
+            slices.add(copy(new int[0], new int[0]));
+        }
+        for (int i = 0; i < slices.size() - 1; i++) {
+            slices.get(i).idleSeconds = 0;
+        }
+        return slices;
+    }
+
+    private Settings copy(int[] sizes, int[] freshSizes) {
+        Settings s = new Settings();
+        s.sizes = sizes;
+        s.connections = connections;
+        s.freshSizes = freshSizes;
+        s.latencyWarmup = latencyWarmup;
+        s.latency = latency;
+        s.latencyMaxCount = latencyMaxCount;
+        s.throughputWarmup = throughputWarmup;
+        s.throughput = throughput;
+        s.idleSeconds = idleSeconds;
+        s.threads = threads;
+        return s;
+    }
+
     /** The command line that makes {@link #parse} return these settings. */
     List<String> toArgs() {
         return List.of("--sizes", join(sizes), "--connections", join(connections), "--fresh-sizes", join(freshSizes),
