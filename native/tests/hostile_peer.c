@@ -1,4 +1,4 @@
-/* hostile_peer: a netty-transport-rdma peer (docs/PROTOCOL.md, version 4) that follows the protocol as far as a
+/* hostile_peer: a netty-transport-rdma peer (docs/PROTOCOL.md, version 5) that follows the protocol as far as a
  * scenario needs and then breaks one rule, against a server at HOST PORT. It prints progress lines and ends with
  * one machine-readable line:
  *
@@ -32,7 +32,7 @@
 
 /* docs/PROTOCOL.md */
 #define MAGIC 0x4E52444Du
-#define VERSION 4
+#define VERSION 5
 #define PARAMS_LEN 32
 #define REJECT_LEN 8
 #define HDR_LEN 8
@@ -135,7 +135,7 @@ static uint16_t get16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return n
 static uint32_t get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return ntohl(v); }
 static uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) << 32 | get32(p + 4); }
 
-/* connect parameters this side offers: version 4 (no ring in them), GRANT credits of RBUF bytes */
+/* connect parameters this side offers: version 5 (no ring in them), GRANT credits of RBUF bytes */
 static void good_params(uint8_t *p) {
     memset(p, 0, PARAMS_LEN);
     put32(p, MAGIC);

@@ -81,6 +81,8 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed, SendQueue.
     /** Bytes of the ring this side offers while large messages flow; 0 when it offers none. */
     private final int ringSize;
     private final boolean zeroCopy;
+    /** The device is kernel rxe, which flags a receive's invalidation its own way ({@link WorkCompletions#hasInv}). */
+    private final boolean kernelRxe;
     /** Its allocator decides: buffers over the ring are the transport's, so an allocator of the application's copies. */
     private final RdmaChannelConfig config;
     private final ReceivedQueue received;
@@ -111,6 +113,7 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed, SendQueue.
         this.slotSize = config.getReceiveSlotSize();
         this.sqDepth = config.getSendQueueDepth();
         this.ringSize = ringSize(config, device);
+        this.kernelRxe = device.replaysWindowWork();
         this.zeroCopy = config.isReceiveZeroCopy();
         this.config = config;
         int initialCredits = config.getInitialReceiveCredits();
@@ -245,12 +248,7 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed, SendQueue.
                     throw new ProtocolException("ring write of " + wcs.byteLen(i) + " bytes announced "
                             + length + " in its immediate");
                 }
-                ReceiveRing r = rings.ringOf(immediate);
-                int slab = r.slabs.arrive(immediate);
-                r.arrivals++;
-                // Queued bytes keep their ring alive, also when it retires before they are read.
-                r.refs.incrementAndGet();
-                received.add(slot, ReceivedQueue.RING, r.memory.address() + r.slabs.lastOffset(), length, slab, r);
+                ringWriteArrived(slot, immediate, false, 0);
                 queued = true;
                 return;
             }
@@ -259,6 +257,19 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed, SendQueue.
             }
             int length = wcs.byteLen(i);
             header.wrap(ALL_MEMORY, address).validate(length);
+            if (header.type() == MessageHeader.TYPE_SEAL) {
+                if (!wcs.hasInv(i, kernelRxe)) {
+                    throw new ProtocolException("SEAL message without an invalidation (not a SEND_WITH_INV)");
+                }
+                ringWriteArrived(slot, header.sealImmediate(), true, wcs.invalidatedRkey(i));
+                queued = true;
+                return;
+            }
+            if (wcs.hasInv(i, kernelRxe)) {
+                // It invalidated a window of this side that nothing said it leaves.
+                throw new ProtocolException(MessageHeader.typeName(header.type()) + " message sent with an"
+                        + " invalidation (only SEAL may invalidate)");
+            }
             if (rings.peerWriting()) {
                 // Its writes into that slab could not be delivered before this message: the writer seals first.
                 throw new ProtocolException(MessageHeader.typeName(header.type()) + " message while the peer has not"
@@ -292,6 +303,32 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed, SendQueue.
                 freeSlot(slot);
             }
         }
+    }
+
+    /**
+     * A ring write announced by {@code immediate} arrived (its receive took {@code slot}): queued for delivery. By
+     * a SEAL message ({@code sealed}) whose SEND_WITH_INV invalidated {@code invalidatedRkey}, which must be the
+     * window of the write's slab: then the slab is delivered with no LOCAL_INV of this side's.
+     */
+    private void ringWriteArrived(int slot, int immediate, boolean sealed, int invalidatedRkey) {
+        ReceiveRing r = rings.ringOf(immediate);
+        if (sealed && !r.hasWindows()) {
+            throw new ProtocolException("SEAL message for a ring whose slabs have no windows (FIXED_RKEYS)");
+        }
+        int slab = r.slabs.arrive(immediate);
+        if (sealed) {
+            if (invalidatedRkey != r.windowRkey(slab)) {
+                throw new ProtocolException("SEAL message of slab " + slab + " invalidated rkey 0x"
+                        + Integer.toHexString(invalidatedRkey) + ", not the slab's window 0x"
+                        + Integer.toHexString(r.windowRkey(slab)));
+            }
+            r.slabs.invalidatedByPeer(slab);
+        }
+        r.arrivals++;
+        // Queued bytes keep their ring alive, also when it retires before they are read.
+        r.refs.incrementAndGet();
+        received.add(slot, ReceivedQueue.RING, r.memory.address() + r.slabs.lastOffset(), Immediate.length(immediate),
+                slab, r);
     }
 
     /** A receive completion nobody will read (the channel is closing): its slot goes back to the shared queue. */

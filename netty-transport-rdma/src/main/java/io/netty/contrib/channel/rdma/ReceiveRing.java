@@ -227,6 +227,11 @@ final class ReceiveRing extends ExternalRegion {
         return windows != null;
     }
 
+    /** The rkey {@code slab}'s window is bound with now: the only one a SEAL message may invalidate. */
+    int windowRkey(int slab) {
+        return windows[slab].rkey();
+    }
+
     /** Adds the invalidation of {@code slab}'s window to {@code sends}; it holds a reference until it completes. */
     void invalidate(SendQueue sends, int slab) {
         refs.incrementAndGet();

@@ -34,13 +34,22 @@ import java.lang.foreign.MemorySegment;
  * it: it writes nothing and checks no R_Key (IBA C9-88), and completes after everything before it.
  *
  * <p>Ring writes and the slabs of the peer's ring (docs/PROTOCOL.md §3). The last ring write before anything else
- * goes out, and the last of every batch, gets {@link Immediate#SEAL}: the writer leaves the slab it was filling, so
- * the peer can invalidate that slab and deliver it without waiting for writes that may come much later, and no SEND
- * overtakes a write the peer cannot deliver yet. The invalidations of this side's own slabs ({@code LOCAL_INV}) are
+ * goes out, and the last of every batch, is sealed: the writer leaves the slab it was filling, so the peer can
+ * deliver that slab without waiting for writes that may come much later, and no SEND overtakes a write the peer
+ * cannot deliver yet. Where the slab has a window of its own and the queue has room, the write becomes a plain RDMA
+ * WRITE followed by a SEAL message sent with {@code SEND_WITH_INV}, which invalidates the slab's window at the peer
+ * as it arrives (the peer posts no {@code LOCAL_INV} and waits for none); else the write's immediate gets
+ * {@link Immediate#SEAL}. The invalidations of this side's own slabs ({@code LOCAL_INV}) are
  * always signalled, and their completion is reported to the {@link Invalidations}; a failed or flushed one too,
  * since its queue pair is in ERR then and takes no more writes.
  */
 final class SendQueue {
+    /**
+     * Bytes of header memory per send queue slot: a message header, and after it the immediate of a SEAL message
+     * ({@link MessageHeader#TYPE_SEAL}).
+     */
+    static final int HEADER_STRIDE = 16;
+
     /** Hears of invalidations of this side's ring slabs that completed. */
     interface Invalidations {
         /** The window of {@code slab} of {@code ring} is invalid: the peer cannot write the slab any more. */
@@ -100,6 +109,10 @@ final class SendQueue {
     /** The batch index of the last ring write added whose slab the writer has not left, or -1. */
     private int openRingWrite = -1;
     private int openImmediate;
+    /** The rkey the open ring write writes through, when its slab has a window of its own; else 0. */
+    private int openWindowRkey;
+    private boolean openHasWindow;
+    private final MessageHeader sealHeader = new MessageHeader();
     /** Told when a ring write gets SEAL: the writer's window leaves the slab. */
     private Runnable sealed = () -> { };
     private Invalidations invalidations;
@@ -129,7 +142,7 @@ final class SendQueue {
         }
         this.headerLkey = (int) lkey;
         this.headers = MemorySegment.ofAddress(headerBuf.memoryAddress()).reinterpret(headerBytes(depth));
-        this.ringPayloadOffset = (long) depth * MessageHeader.LENGTH;
+        this.ringPayloadOffset = (long) depth * HEADER_STRIDE;
         this.wrs = wrs;
         this.batchFlags = batchFlags;
         if (maxGather < 2 || maxGather > wrs.maxSge()) {
@@ -155,15 +168,46 @@ final class SendQueue {
 
     /** Bytes of header memory a queue of {@code depth} needs. */
     static int headerBytes(int depth) {
-        return depth * MessageHeader.LENGTH + MessageHeader.RING_PAYLOAD;
+        return depth * HEADER_STRIDE + MessageHeader.RING_PAYLOAD;
     }
 
-    /** Seals the open ring write of the batch, if any: the writer leaves its slab. */
+    /**
+     * Seals the open ring write of the batch, if any: the writer leaves its slab. By a SEAL message that invalidates
+     * the slab's window ({@code SEND_WITH_INV}) when the slab has a window and the queue and the batch take one more
+     * work request besides the one the caller may add; else by the immediate's {@link Immediate#SEAL}. Either way
+     * the peer gets one receive completion for the write.
+     */
     private void seal() {
+        seal(true);
+    }
+
+    /** {@link #seal()}; {@code notify}: the writer's window leaves the slab too (not when it has moved on already). */
+    private void seal(boolean notify) {
         int i = openRingWrite;
-        if (i >= 0) {
-            openRingWrite = -1;
-            wrs.immData(i, openImmediate | Immediate.SEAL);
+        if (i < 0) {
+            return;
+        }
+        openRingWrite = -1;
+        int immediate = openImmediate | Immediate.SEAL;
+        if (openHasWindow && room() >= 2 && batchRoom() >= 2
+                && MessageHeader.LENGTH + MessageHeader.SEAL_PAYLOAD <= maxInline) {
+            wrs.opcode(i, IbvWrOpcode.RDMA_WRITE);
+            wrs.immData(i, 0);
+            int j = batch;
+            int slot = slotOf(posted + j);
+            long at = (long) slot * HEADER_STRIDE;
+            sealHeader.wrap(headers, at).write(MessageHeader.TYPE_SEAL, 0, 0);
+            sealHeader.writeSeal(immediate);
+            wrs.set(j, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.SEND_WITH_INV, 0);
+            wrs.invalidateRkey(j, openWindowRkey);
+            wrs.sgeAddress(j, 0, headers.address() + at, MessageHeader.LENGTH + MessageHeader.SEAL_PAYLOAD,
+                    headerLkey);
+            batchFlags[j] = IbvSendFlags.INLINE;
+            batch++;
+        } else {
+            wrs.immData(i, immediate);
+        }
+        if (notify) {
             sealed.run();
         }
     }
@@ -188,9 +232,13 @@ final class SendQueue {
         return batch != 0;
     }
 
-    /** Points {@code header} at the header of the next work request, for the caller to fill. */
+    /**
+     * Points {@code header} at the header of the next work request, for the caller to fill and add with
+     * {@link #send} or {@link #sendRing}; seals the open ring write first (its SEAL message may take that slot).
+     */
     MessageHeader nextHeader(MessageHeader header) {
-        return header.wrap(headers, (long) slotOf(posted + batch) * MessageHeader.LENGTH);
+        seal();
+        return header.wrap(headers, (long) slotOf(posted + batch) * HEADER_STRIDE);
     }
 
     /**
@@ -202,8 +250,7 @@ final class SendQueue {
         int i = batch;
         int slot = slotOf(posted + i);
         wrs.set(i, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.SEND, 0);
-        wrs.sgeAddress(i, 0, headers.address() + (long) slot * MessageHeader.LENGTH, MessageHeader.LENGTH,
-                headerLkey);
+        wrs.sgeAddress(i, 0, headers.address() + (long) slot * HEADER_STRIDE, MessageHeader.LENGTH, headerLkey);
         if (payload != null) {
             inflight[slot] = payloadSge(i, 1, payload, length);
         }
@@ -222,8 +269,7 @@ final class SendQueue {
         int payload = ringPayload.wrap(headers, ringPayloadOffset - MessageHeader.LENGTH)
                 .writeRing(address, size, rkeys, slabs, flags);
         wrs.set(i, WrId.encode(channelId, WrId.SEND, slot), IbvWrOpcode.SEND, 0);
-        wrs.sgeAddress(i, 0, headers.address() + (long) slot * MessageHeader.LENGTH, MessageHeader.LENGTH,
-                headerLkey);
+        wrs.sgeAddress(i, 0, headers.address() + (long) slot * HEADER_STRIDE, MessageHeader.LENGTH, headerLkey);
         wrs.sgeAddress(i, 1, headers.address() + ringPayloadOffset, payload, headerLkey);
         batchFlags[i] = MessageHeader.LENGTH + payload <= maxInline ? IbvSendFlags.INLINE : 0;
         batch++;
@@ -263,13 +309,22 @@ final class SendQueue {
     /**
      * Adds an RDMA WRITE WITH IMMEDIATE into the peer's ring at {@code remoteAddress}; the bytes it carries are
      * added in order with {@link #gather}, up to {@code maxGather} buffers: one message in the peer's ring.
+     *
+     * @param window whether {@code rkey} is the slab's own window, which a SEAL message may invalidate
      */
-    void ringWrite(int immediate, long remoteAddress, int rkey) {
+    void ringWrite(int immediate, long remoteAddress, int rkey, boolean window) {
+        if (openRingWrite >= 0 && Immediate.slab(openImmediate) != Immediate.slab(immediate)) {
+            // Leaving the slab by writing into another one (the window has moved on): sealed first, so that the peer
+            // need not invalidate it itself.
+            seal(false);
+        }
         int i = batch;
         wrs.set(i, WrId.encode(channelId, WrId.SEND, slotOf(posted + i)), IbvWrOpcode.RDMA_WRITE_WITH_IMM, 0);
         wrs.immData(i, immediate);
         openRingWrite = i;
         openImmediate = immediate;
+        openHasWindow = window;
+        openWindowRkey = rkey;
         wrs.rdma(i, remoteAddress, rkey);
         batchFlags[i] = 0;
         gathered = 0;
@@ -330,11 +385,11 @@ final class SendQueue {
 
     /** Posts the batch in one doorbell. */
     void post() {
-        int n = batch;
-        if (n == 0) {
+        if (batch == 0) {
             return;
         }
-        seal();
+        seal(); // may add the SEAL message
+        int n = batch;
         int flags = 0;
         int lastSignaledIndex = -1;
         for (int i = 0; i < n; i++) {

@@ -302,7 +302,7 @@ final class Sender {
             return false;
         }
         sends.ringWrite(Immediate.encode(total, window.lastSlab(), false, peerRingGeneration),
-                peerRingAddress + offset, window.lastRkey());
+                peerRingAddress + offset, window.lastRkey(), window.windows());
         if (staging != null) {
             sends.gather(staging, head);
         }
@@ -463,7 +463,7 @@ final class Sender {
                     throw new IllegalStateException("ring room for " + head + " bytes vanished: " + window);
                 }
                 sends.ringWrite(Immediate.encode(head, window.lastSlab(), false, peerRingGeneration),
-                        peerRingAddress + offset, window.lastRkey());
+                        peerRingAddress + offset, window.lastRkey(), window.windows());
                 sends.gather(staging, head);
                 counters.ringWrites++;
                 counters.bytesWritten += head;
@@ -582,7 +582,7 @@ final class Sender {
         }
         counters.ringWrites++;
         sends.ringWrite(Immediate.encode(length, window.lastSlab(), false, peerRingGeneration),
-                peerRingAddress + offset, window.lastRkey());
+                peerRingAddress + offset, window.lastRkey(), window.windows());
         sends.gather(buf, length);
         return true;
     }

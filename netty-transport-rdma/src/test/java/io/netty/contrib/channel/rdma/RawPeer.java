@@ -146,6 +146,40 @@ final class RawPeer implements AutoCloseable {
         throw new AssertionError("no completion for the write");
     }
 
+    /**
+     * Posts a SEND of a message header of {@code type} (with the {@code immediate} after it for
+     * {@link MessageHeader#TYPE_SEAL}), {@code SEND_WITH_INV} of {@code invalidateRkey} if that is not null, and
+     * returns its completion status.
+     */
+    String send(byte type, int immediate, Integer invalidateRkey) {
+        long at = PAYLOAD - 64;
+        header.wrap(memory, at).write(type, 0, 0);
+        int length = MessageHeader.LENGTH;
+        if (type == MessageHeader.TYPE_SEAL) {
+            header.writeSeal(immediate);
+            length += MessageHeader.SEAL_PAYLOAD;
+        }
+        long wrId = nextWrId++;
+        sends.set(0, wrId, invalidateRkey == null ? IbvWrOpcode.SEND : IbvWrOpcode.SEND_WITH_INV,
+                IbvSendFlags.SIGNALED).sge(0, 0, mr, at, length).numSge(0, 1);
+        if (invalidateRkey != null) {
+            sends.invalidateRkey(0, invalidateRkey);
+        }
+        qp.postSend(sends, 0, 1);
+        return completionOf(wrId);
+    }
+
+    private String completionOf(long wrId) {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        while (System.nanoTime() < deadline) {
+            if (cq.poll(wcs, 1) == 1 && wcs.wrId(0) == wrId) {
+                return IbvWcStatus.name(wcs.status(0));
+            }
+            Thread.onSpinWait();
+        }
+        throw new AssertionError("no completion for work request " + wrId);
+    }
+
     /** A sealed ring write at the start of the ring's first slab, as the protocol has the first one land. */
     String ringWriteAtStart(int length) {
         return write(ringAddress, ringRkeys[0], length, Immediate.encode(length, 0, true, true));

@@ -49,7 +49,7 @@ class RdmaProtocolVersionTest {
             assertThat(reason.reason()).isEqualTo(RejectReason.REASON_VERSION_MISMATCH);
             assertThat(reason.version()).isEqualTo(ConnectParameters.VERSION);
             assertThat(reason.describe(RejectReason.LENGTH))
-                    .isEqualTo("connection rejected: the peer speaks protocol version 4, this side speaks 4");
+                    .isEqualTo("connection rejected: the peer speaks protocol version 5, this side speaks 5");
 
             RejectReason foreign = connectAndGetRejected(address, new byte[] {1, 2, 3});
             assertThat(foreign.reason()).isEqualTo(RejectReason.REASON_INVALID_PARAMETERS);

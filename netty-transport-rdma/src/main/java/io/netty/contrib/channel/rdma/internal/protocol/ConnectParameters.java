@@ -22,7 +22,7 @@ import java.nio.ByteOrder;
  */
 public final class ConnectParameters {
     public static final int MAGIC = 0x4E52444D;
-    public static final int VERSION = 4;
+    public static final int VERSION = 5;
     /** Bounds of what a peer may announce (docs/PROTOCOL.md §1); anything else is rejected. */
     public static final int MIN_RECV_CREDITS = 2;
     public static final int MAX_RECV_CREDITS = 4096;

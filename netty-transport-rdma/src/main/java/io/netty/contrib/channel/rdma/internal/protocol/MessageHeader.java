@@ -12,11 +12,13 @@ import static io.netty.contrib.channel.rdma.internal.protocol.ConnectParameters.
  * Flyweight over the 8-byte header that starts every SEND. Big-endian. See docs/PROTOCOL.md.
  *
  * <pre>
- *  0  type         u8   DATA, CREDIT, SHUTDOWN or RING
+ *  0  type         u8   DATA, CREDIT, SHUTDOWN, RING or SEAL
  *  1  flags        u8   WANTS_RING, RING_SEEN; other bits 0
  *  2  recvCredits  u16  receive credits the sender granted since its last report
  *  4  returnedSlabs u32 slabs of its receive ring the sender returned since its last report, bit k for slab k
- *  8  payload (DATA), or for RING:
+ *  8  payload (DATA); for SEAL (flags, recvCredits and returnedSlabs 0):
+ *  8  immediate    u32  the ring write it seals, as an RDMA WRITE WITH IMMEDIATE would carry it (SEAL set)
+ *     or for RING:
  *  8  ringAddress  u64  the sender's new receive ring (0 with size 0: no ring any more)
  * 16  ringSize     u32  bytes, slabs × slab size
  * 20  slabs        u16  how many slabs the ring is cut into, 1 .. 32 (0: no ring)
@@ -36,6 +38,12 @@ public final class MessageHeader {
      * generation flipped), and slabs returned in later headers are its slabs. This header itself returns none.
      */
     public static final byte TYPE_RING = 4;
+    /**
+     * Sent with {@code SEND_WITH_INV} right after a plain RDMA WRITE into the receiver's ring: the write's immediate
+     * follows the header, and the send's invalidate rkey is the window of the write's slab, which the receiver's
+     * device invalidated as the message arrived; the writer left that slab (docs/PROTOCOL.md §3).
+     */
+    public static final byte TYPE_SEAL = 5;
 
     /**
      * On DATA: the sender has a write larger than a receive slot waiting and the receiver offers no ring; the
@@ -54,6 +62,9 @@ public final class MessageHeader {
     public static final int RECV_CREDITS_OFFSET = 2;
     public static final int RETURNED_SLABS_OFFSET = 4;
     public static final int LENGTH = 8;
+    public static final int SEAL_IMMEDIATE_OFFSET = 8;
+    /** Bytes after the header of a SEAL message: the immediate. */
+    public static final int SEAL_PAYLOAD = 4;
     public static final int RING_ADDRESS_OFFSET = 8;
     public static final int RING_SIZE_OFFSET = 16;
     public static final int RING_SLABS_OFFSET = 20;
@@ -106,8 +117,23 @@ public final class MessageHeader {
             throw new ProtocolException("message of " + length + " bytes is shorter than its " + LENGTH + "-byte header");
         }
         byte type = type();
-        if (type != TYPE_DATA && type != TYPE_CREDIT && type != TYPE_SHUTDOWN && type != TYPE_RING) {
+        if (type != TYPE_DATA && type != TYPE_CREDIT && type != TYPE_SHUTDOWN && type != TYPE_RING
+                && type != TYPE_SEAL) {
             throw new ProtocolException("unknown message type " + type);
+        }
+        if (type == TYPE_SEAL) {
+            if (length != LENGTH + SEAL_PAYLOAD) {
+                throw new ProtocolException("SEAL message of " + length + " bytes (expected: " + (LENGTH + SEAL_PAYLOAD)
+                        + ')');
+            }
+            if (flags() != 0 || recvCredits() != 0 || returnedSlabs() != 0) {
+                throw new ProtocolException("SEAL message with flags, credits or slabs (expected: none)");
+            }
+            if (!Immediate.seal(sealImmediate())) {
+                throw new ProtocolException("SEAL message for " + Immediate.toString(sealImmediate())
+                        + ", which does not seal its slab");
+            }
+            return this;
         }
         if (type == TYPE_RING) {
             if (length < LENGTH + RING_FIXED_PAYLOAD) {
@@ -139,6 +165,17 @@ public final class MessageHeader {
                     + flags());
         }
         return this;
+    }
+
+    /** Writes the immediate of a SEAL message after this header. */
+    public MessageHeader writeSeal(int immediate) {
+        segment.set(U32, offset + SEAL_IMMEDIATE_OFFSET, immediate);
+        return this;
+    }
+
+    /** The immediate a SEAL message carries. */
+    public int sealImmediate() {
+        return segment.get(U32, offset + SEAL_IMMEDIATE_OFFSET);
     }
 
     public byte type() {
@@ -233,6 +270,7 @@ public final class MessageHeader {
             case TYPE_CREDIT -> "CREDIT";
             case TYPE_SHUTDOWN -> "SHUTDOWN";
             case TYPE_RING -> "RING";
+            case TYPE_SEAL -> "SEAL";
             default -> "UNKNOWN(" + type + ')';
         };
     }

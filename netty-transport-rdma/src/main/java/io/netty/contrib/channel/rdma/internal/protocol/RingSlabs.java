@@ -12,6 +12,8 @@ package io.netty.contrib.channel.rdma.internal.protocol;
  *  GRANTED ──first write──▶ OPEN ──SEAL / write elsewhere / peer left──▶ CLOSED ──{@link #takeClosed}──▶
  *  INVALIDATING ──{@link #invalidated}──▶ INVALID (deliverable) ──last write released──▶ UNBOUND
  *  ──{@link #takeUnbound}──▶ BOUND ──{@link #takeReturned()}──▶ GRANTED
+ *
+ *  CLOSED by a SEAL message whose SEND_WITH_INV invalidated the window ──{@link #invalidatedByPeer}──▶ INVALID
  * </pre>
  *
  * <p>Slabs return in any order: a reader holding the buffers of one slab keeps that slab, not the ring.
@@ -166,6 +168,22 @@ public final class RingSlabs {
         if (states[slab] != INVALIDATING) {
             throw new IllegalStateException("slab " + slab + " was not being invalidated: " + stateName(states[slab]));
         }
+        states[slab] = INVALID;
+        if (outstanding[slab] == 0) {
+            unbound(slab);
+        }
+    }
+
+    /**
+     * The write that just {@linkplain #arrive arrived} and sealed {@code slab} came with a SEAL message whose
+     * {@code SEND_WITH_INV} invalidated the slab's window as it arrived (the caller checked the rkey): its writes
+     * may be delivered, with no invalidation of this side's.
+     */
+    public void invalidatedByPeer(int slab) {
+        if (states[slab] != CLOSED || (closedMask & 1 << slab) == 0) {
+            throw new IllegalStateException("slab " + slab + " was not just closed: " + stateName(states[slab]));
+        }
+        closedMask &= ~(1 << slab);
         states[slab] = INVALID;
         if (outstanding[slab] == 0) {
             unbound(slab);

@@ -102,6 +102,11 @@ public final class SendWindow {
         return current;
     }
 
+    /** Whether the peer's slabs have windows of their own (no FIXED_RKEYS): a SEAL may invalidate the last one. */
+    public boolean windows() {
+        return !fixedRkeys;
+    }
+
     /** The rkey of the slab of the last reservation. */
     public int lastRkey() {
         return rkeys[current];

@@ -17,6 +17,8 @@ public final class WorkCompletions implements AutoCloseable {
     private static final int IBV_WC_WITH_IMM = 1 << 1;
     /** {@code IBV_WC_WITH_INV}: a SEND_WITH_INV arrived and invalidated {@link #invalidatedRkey}. */
     private static final int IBV_WC_WITH_INV = 1 << 3;
+    /** The kernel's {@code IB_WC_WITH_INVALIDATE}, as kernel rxe's provider reports it ({@link #hasInv(int, boolean)}). */
+    private static final int KERNEL_WITH_INVALIDATE = 1 << 2;
 
     private final Arena arena = Arena.ofShared();
     private final int capacity;
@@ -83,6 +85,16 @@ public final class WorkCompletions implements AutoCloseable {
     /** Whether the receive was a SEND_WITH_INV that invalidated a memory window of this side. */
     public boolean hasInv(int i) {
         return (wcFlags(i) & IBV_WC_WITH_INV) != 0;
+    }
+
+    /**
+     * {@link #hasInv}, also taking the flag kernel rxe reports instead: its provider passes the kernel's
+     * {@code IB_WC_WITH_INVALIDATE} through, bit 2, which is {@code IBV_WC_IP_CSUM_OK} in the verbs ABI (observed
+     * with Linux 6.1; native/tests/t_mw.c). Only for a device known to be kernel rxe, on an RC receive, where a
+     * checksum flag has no other meaning.
+     */
+    public boolean hasInv(int i, boolean kernelRxe) {
+        return (wcFlags(i) & (kernelRxe ? IBV_WC_WITH_INV | KERNEL_WITH_INVALIDATE : IBV_WC_WITH_INV)) != 0;
     }
 
     /** The rkey a SEND_WITH_INV invalidated; valid if {@link #hasInv}. */

@@ -20,7 +20,7 @@ class ConnectParametersTest {
             segment.set(ConnectParameters.U32, ConnectParameters.RECV_CREDITS_OFFSET, 64);
 
             byte[] bytes = segment.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
-            assertThat(bytes).startsWith('N', 'R', 'D', 'M', 0, 4, 0, 0, 0, 0);
+            assertThat(bytes).startsWith('N', 'R', 'D', 'M', 0, 5, 0, 0, 0, 0);
             assertThat(bytes[ConnectParameters.RECV_BUFFER_SIZE_OFFSET + 2]).isEqualTo((byte) 0x20);
 
             ConnectParameters read = new ConnectParameters().wrap(segment).validate(ConnectParameters.LENGTH);
@@ -39,7 +39,7 @@ class ConnectParametersTest {
             segment.set(ConnectParameters.U16, ConnectParameters.VERSION_OFFSET, (short) 7);
             assertThatThrownBy(() -> params.validate(ConnectParameters.LENGTH))
                     .isInstanceOf(ProtocolException.class)
-                    .hasMessage("peer speaks protocol version 7, this side speaks 4")
+                    .hasMessage("peer speaks protocol version 7, this side speaks 5")
                     .extracting(e -> ((ProtocolException) e).rejectReason())
                     .isEqualTo(RejectReason.REASON_VERSION_MISMATCH);
 
@@ -154,7 +154,7 @@ class ConnectParametersTest {
             MemorySegment segment = arena.allocate(RejectReason.LENGTH);
             RejectReason reason = new RejectReason().wrap(segment).write(RejectReason.REASON_VERSION_MISMATCH);
             assertThat(reason.describe(RejectReason.LENGTH))
-                    .isEqualTo("connection rejected: the peer speaks protocol version 4, this side speaks 4");
+                    .isEqualTo("connection rejected: the peer speaks protocol version 5, this side speaks 5");
             assertThat(reason.describe(0)).contains("without a netty-transport-rdma reason");
         }
     }

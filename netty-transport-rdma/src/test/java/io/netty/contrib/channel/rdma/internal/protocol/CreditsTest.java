@@ -58,6 +58,28 @@ class CreditsTest {
     }
 
     @Test
+    void aSlabInvalidatedByTheWritersSealIsDeliverableAtOnce() {
+        SendWindow writer = new SendWindow(16);
+        writer.switchRing(4096, 4, RKEYS, false);
+        RingSlabs reader = new RingSlabs(4, 1024);
+        writer.tryReserveRing(600);
+        reader.arrive(immediate(writer, 600, false));
+        assertThatThrownBy(() -> reader.invalidatedByPeer(0)).as("the writer has not left it")
+                .isInstanceOf(IllegalStateException.class);
+        writer.tryReserveRing(100);
+        assertThat(reader.arrive(immediate(writer, 100, true))).isZero();
+        writer.seal();
+        reader.invalidatedByPeer(0);
+        assertThat(reader.deliverable(0)).isTrue();
+        assertThat(reader.closedPending()).as("nothing left to invalidate").isFalse();
+        assertThat(reader.invalidating()).isFalse();
+        reader.release(0);
+        reader.release(0);
+        assertThat(reader.takeUnbound(8)).isEqualTo(0b1);
+        assertThat(reader.takeReturned()).isEqualTo(0b1);
+    }
+
+    @Test
     void slabsGoRoundAndComeBackUnderTheNextRkey() {
         SendWindow writer = new SendWindow(16);
         writer.switchRing(4096, 4, RKEYS, false);

@@ -58,6 +58,27 @@ class MessageHeaderTest {
     }
 
     @Test
+    void sealMessageCarriesTheImmediateOfTheWriteItSeals() {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment segment = arena.allocate(MessageHeader.LENGTH + MessageHeader.SEAL_PAYLOAD);
+            MessageHeader header = new MessageHeader().wrap(segment, 0);
+            int sealed = Immediate.encode(5000, 3, true, true);
+            header.write(MessageHeader.TYPE_SEAL, 0, 0).writeSeal(sealed).validate(12);
+            assertThat(header.sealImmediate()).isEqualTo(sealed);
+            assertThat(MessageHeader.typeName(header.type())).isEqualTo("SEAL");
+            assertThatThrownBy(() -> header.validate(8)).hasMessage("SEAL message of 8 bytes (expected: 12)");
+            header.writeSeal(Immediate.encode(5000, 3, false, true));
+            assertThatThrownBy(() -> header.validate(12)).hasMessageContaining("which does not seal its slab");
+            header.write(MessageHeader.TYPE_SEAL, 1, 0).writeSeal(sealed);
+            assertThatThrownBy(() -> header.validate(12))
+                    .hasMessage("SEAL message with flags, credits or slabs (expected: none)");
+            header.write(MessageHeader.TYPE_SEAL, MessageHeader.FLAG_RING_SEEN, 0, 0);
+            assertThatThrownBy(() -> header.validate(12))
+                    .hasMessage("SEAL message with flags, credits or slabs (expected: none)");
+        }
+    }
+
+    @Test
     void immediateEncodesLengthSlabAndSeal() {
         int imm = Immediate.encode(12345, 17, true, false);
         assertThat(Immediate.length(imm)).isEqualTo(12345);
