@@ -133,6 +133,7 @@ java_selectors=(
   --select-class="$rdma.RdmaProtocolVersionTest"
   --select-class="$rdma.RdmaReceiveCopyTest"
   --select-class="$rdma.RdmaKernelRxeRingsTest"
+  --select-class="$rdma.RdmaSealTest"
   --select-class="$rdma.RdmaWriteCoalescingTest"
   --select-class="$rdma.RdmaUnsignaledSendTest"
   --select-class="$rdma.RdmaDiagnosticsTest"

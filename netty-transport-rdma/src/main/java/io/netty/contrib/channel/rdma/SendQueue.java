@@ -181,6 +181,14 @@ final class SendQueue {
         seal(true);
     }
 
+    /**
+     * Seals the open ring write of the batch now, for a caller about to count {@link #room()} for several work
+     * requests (the seal may take one).
+     */
+    void sealOpenWrite() {
+        seal(true);
+    }
+
     /** {@link #seal()}; {@code notify}: the writer's window leaves the slab too (not when it has moved on already). */
     private void seal(boolean notify) {
         int i = openRingWrite;
