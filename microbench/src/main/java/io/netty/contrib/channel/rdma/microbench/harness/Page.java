@@ -15,7 +15,7 @@ final class Page {
                 Written by the end-to-end harness (`microbench/`, see `microbench/README.md`); do not edit by hand.
                 Re-run it with
 
-                    ./microbench/run.sh            # full run, about 8 minutes on 2 cores
+                    ./microbench/run.sh            # full run, about 12 minutes on 2 cores
                     ./microbench/run.sh --quick    # a first look, about 2–3 minutes
 
                 Everything runs on one machine over 127.0.0.1, each side in its own JVM (or process), one event
