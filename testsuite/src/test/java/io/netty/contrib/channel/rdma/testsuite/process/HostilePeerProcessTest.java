@@ -236,7 +236,7 @@ class HostilePeerProcessTest {
             "ringSizeWithoutAddress | INVALID_PARAMETERS | rings are offered by RING messages",
             "ringWraps              | INVALID_PARAMETERS | rings are offered by RING messages",
             "short                  | INVALID_PARAMETERS | connect parameters",
-            "version2               | VERSION_MISMATCH   | peer speaks protocol version 2, this side speaks 4",
+            "version2               | VERSION_MISMATCH   | peer speaks protocol version 2, this side speaks 5",
     })
     void badConnectParametersAreRejectedWithTheirReason(String field, String reason, String logged) throws Exception {
         int from = server.output().size();
