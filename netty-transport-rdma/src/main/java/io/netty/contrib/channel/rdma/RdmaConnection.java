@@ -541,7 +541,7 @@ final class RdmaConnection implements ReceiveRing.Owner, Sender.Owed, SendQueue.
 
     /** Posts the invalidations of closed slabs and the binds of released ones, in one doorbell. */
     private void postWindowWork() {
-        sends.sealOpenWrite(); // its SEAL message, if any, before the room is counted
+        sends.seal(); // its SEAL message, if any, before the room is counted
         int room = Math.min(sends.room(), sends.batchRoom());
         int added = rings.invalidate(sends, room);
         int rebinding = rings.rebind(sends, room - added);

@@ -113,6 +113,8 @@ final class SendQueue {
     private int openWindowRkey;
     private boolean openHasWindow;
     private final MessageHeader sealHeader = new MessageHeader();
+    /** A SEAL message goes inline on this queue pair (else the immediate seals). */
+    private final boolean sealFitsInline;
     /** Told when a ring write gets SEAL: the writer's window leaves the slab. */
     private Runnable sealed = () -> { };
     private Invalidations invalidations;
@@ -133,6 +135,7 @@ final class SendQueue {
         this.group = group;
         this.depth = depth;
         this.maxInline = qp.maxInlineData();
+        this.sealFitsInline = MessageHeader.LENGTH + MessageHeader.SEAL_PAYLOAD <= maxInline;
         this.alloc = alloc;
         this.pool = alloc.pool();
         this.headerBuf = headerBuf;
@@ -175,17 +178,10 @@ final class SendQueue {
      * Seals the open ring write of the batch, if any: the writer leaves its slab. By a SEAL message that invalidates
      * the slab's window ({@code SEND_WITH_INV}) when the slab has a window and the queue and the batch take one more
      * work request besides the one the caller may add; else by the immediate's {@link Immediate#SEAL}. Either way
-     * the peer gets one receive completion for the write.
+     * the peer gets one receive completion for the write. Every add but a ring write's seals first; a caller about
+     * to count {@link #room()} for several work requests calls it before (the seal may take one).
      */
-    private void seal() {
-        seal(true);
-    }
-
-    /**
-     * Seals the open ring write of the batch now, for a caller about to count {@link #room()} for several work
-     * requests (the seal may take one).
-     */
-    void sealOpenWrite() {
+    void seal() {
         seal(true);
     }
 
@@ -197,8 +193,7 @@ final class SendQueue {
         }
         openRingWrite = -1;
         int immediate = openImmediate | Immediate.SEAL;
-        if (openHasWindow && room() >= 2 && batchRoom() >= 2
-                && MessageHeader.LENGTH + MessageHeader.SEAL_PAYLOAD <= maxInline) {
+        if (openHasWindow && sealFitsInline && room() >= 2 && batchRoom() >= 2) {
             wrs.opcode(i, IbvWrOpcode.RDMA_WRITE);
             wrs.immData(i, 0);
             int j = batch;

@@ -136,14 +136,7 @@ final class RawPeer implements AutoCloseable {
             sends.immData(0, immediate);
         }
         qp.postSend(sends, 0, 1);
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-        while (System.nanoTime() < deadline) {
-            if (cq.poll(wcs, 1) == 1 && wcs.wrId(0) == wrId) {
-                return IbvWcStatus.name(wcs.status(0));
-            }
-            Thread.onSpinWait();
-        }
-        throw new AssertionError("no completion for the write");
+        return completionOf(wrId);
     }
 
     /**
@@ -169,6 +162,7 @@ final class RawPeer implements AutoCloseable {
         return completionOf(wrId);
     }
 
+    /** The status of work request {@code wrId}'s completion, within 20 s. */
     private String completionOf(long wrId) {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
         while (System.nanoTime() < deadline) {
