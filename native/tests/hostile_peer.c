@@ -9,7 +9,8 @@
  * VERSION_MISMATCH, NO_RESOURCES, NOT_ACCEPTING, or CM_REJECT for a reject without our reason), or ERROR. The exit
  * code is 0 when the scenario ran to its end (whatever the server did), 2 when it could not (usage, setup).
  *
- * Scenarios: credits [BURST], ring-overlap, imm-length, unknown-type, bad-flags, cross-connection, remote-read,
+ * Scenarios: credits [BURST], ring-overlap, imm-length, seal-wrong-window, seal-no-inv, unknown-type, bad-flags,
+ * cross-connection, remote-read,
  * refused-write [ring|noring], overwrite-held,
  * bad-params:<field> (flags, recvCredits0, recvCredits1, recvCreditsHuge, recvBufferSize4, recvBufferSize1G,
  * ringSize100, ringSize2G, ringAddressWithoutRing, ringSizeWithoutAddress, ringWraps, short, version2),
@@ -42,6 +43,7 @@
 #define T_CREDIT 2
 #define T_SHUTDOWN 3
 #define T_RING 4
+#define T_SEAL 5
 #define F_WANTS_RING 1
 #define F_RING_SEEN 2
 #define IMM_SEAL 0x80000000u
@@ -333,8 +335,9 @@ static int sends_idle;
 static int sends_reached(struct conn *c) { return c->sends_done >= sends_idle; }
 
 /* Posts a SEND: header (type, flags, credits granted, ring credits) + payload of len bytes (pattern seed). */
-static void send_msg(struct conn *c, int slot, uint8_t type, uint8_t flags, uint16_t grant, const void *payload,
-                     uint32_t len) {
+/* Posts a message; with inv_rkey non-zero as a SEND_WITH_INV of that rkey. */
+static void send_msg_inv(struct conn *c, int slot, uint8_t type, uint8_t flags, uint16_t grant, const void *payload,
+                         uint32_t len, uint32_t inv_rkey) {
     uint8_t *m = c->sbuf + (size_t)(slot % 64) * 512; /* 64 header buffers below the RDMA source at SBUF / 2 */
     if (len > 512 - HDR_LEN) DIE("payload too long");
     m[0] = type;
@@ -343,10 +346,17 @@ static void send_msg(struct conn *c, int slot, uint8_t type, uint8_t flags, uint
     put32(m + 4, 0);
     if (len) memcpy(m + HDR_LEN, payload, len);
     struct ibv_sge sge = {.addr = (uintptr_t)m, .length = HDR_LEN + len, .lkey = c->smr->lkey};
-    struct ibv_send_wr wr = {.wr_id = (uint64_t)slot, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+    struct ibv_send_wr wr = {.wr_id = (uint64_t)slot, .sg_list = &sge, .num_sge = 1,
+                             .opcode = inv_rkey ? IBV_WR_SEND_WITH_INV : IBV_WR_SEND,
                              .send_flags = IBV_SEND_SIGNALED}, *bad;
+    if (inv_rkey) wr.invalidate_rkey = inv_rkey;
     if (ibv_post_send(c->qp, &wr, &bad)) DIE("ibv_post_send SEND");
     if (c->credits > 0) c->credits--;
+}
+
+static void send_msg(struct conn *c, int slot, uint8_t type, uint8_t flags, uint16_t grant, const void *payload,
+                     uint32_t len) {
+    send_msg_inv(c, slot, type, flags, grant, payload, len, 0);
 }
 
 /* Posts an RDMA operation on c's QP against (addr, rkey); local bytes from c's send buffer at offset 32 KiB. */
@@ -463,6 +473,22 @@ static void ring_overlap(const char *host, const char *port) {
     memset(A.sbuf + SBUF / 2, 0x11, len);
     post_rdma(&A, IBV_WR_RDMA_WRITE_WITH_IMM, A.ring_addr, A.ring_rkeys[0], len, imm(len, 31, 1, A.generation));
     expect_close(&A, "ring write claiming slab 31");
+    conn_close(&A);
+}
+
+/* A plain ring write into slab 0 left by a SEAL message (protocol 5) that is wrong: sent with SEND_WITH_INV of slab
+ * 1's window instead of slab 0's ("wrong-window"), or as a plain SEND ("no-inv"). */
+static void seal_wrong(const char *host, const char *port, int with_inv) {
+    open_good(&A, host, port);
+    ask_ring(&A, 0, "ring please", 11);
+    if (A.slabs < 2) DIE("a ring of %u slabs: seal-wrong-window needs two", A.slabs);
+    uint32_t len = 1024;
+    memset(A.sbuf + SBUF / 2, 0x3c, len);
+    post_rdma(&A, IBV_WR_RDMA_WRITE, A.ring_addr, A.ring_rkeys[0], len, 0);
+    uint8_t sealed[4];
+    put32(sealed, imm(len, 0, 1, A.generation));
+    send_msg_inv(&A, 1, T_SEAL, 0, 0, sealed, sizeof(sealed), with_inv ? A.ring_rkeys[1] : 0);
+    expect_close(&A, with_inv ? "SEAL invalidating slab 1's window" : "SEAL without an invalidation");
     conn_close(&A);
 }
 
@@ -659,7 +685,8 @@ static void half_open(const char *host, const char *port, int count, int seconds
 int main(int argc, char **argv) {
     if (argc < 4) {
         fprintf(stderr, "usage: %s SCENARIO HOST PORT [COUNT [SECONDS]]   (COUNT: credits' burst, half-open's connects)\n"
-                        "  scenarios: credits ring-overlap imm-length unknown-type bad-flags cross-connection\n"
+                        "  scenarios: credits ring-overlap imm-length seal-wrong-window seal-no-inv unknown-type\n"
+                        "             bad-flags cross-connection\n"
                         "             remote-read refused-write [ring|noring] bad-params:<field> half-open\n", argv[0]);
         return 2;
     }
@@ -669,6 +696,8 @@ int main(int argc, char **argv) {
     if (!strcmp(scenario, "credits")) credits(host, port, argc > 4 ? atoi(argv[4]) : 48);
     else if (!strcmp(scenario, "ring-overlap")) ring_overlap(host, port);
     else if (!strcmp(scenario, "imm-length")) imm_length(host, port);
+    else if (!strcmp(scenario, "seal-wrong-window")) seal_wrong(host, port, 1);
+    else if (!strcmp(scenario, "seal-no-inv")) seal_wrong(host, port, 0);
     else if (!strcmp(scenario, "unknown-type")) unknown_type(host, port);
     else if (!strcmp(scenario, "bad-flags")) bad_flags(host, port);
     else if (!strcmp(scenario, "cross-connection")) cross_connection(host, port);

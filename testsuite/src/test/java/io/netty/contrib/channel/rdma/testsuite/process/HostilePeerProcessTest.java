@@ -147,6 +147,8 @@ class HostilePeerProcessTest {
             "bad-flags    | has unknown flags",
             "imm-length   | ring write of 1024 bytes announced 512 in its immediate",
             "ring-overlap | ring write into slab 31 of a ring of",
+            "seal-wrong-window | not the slab's window",
+            "seal-no-inv  | SEAL message without an invalidation",
     })
     void protocolViolationClosesOnlyTheOffendingConnection(String scenario, String rule) throws Exception {
         int from = server.output().size();
