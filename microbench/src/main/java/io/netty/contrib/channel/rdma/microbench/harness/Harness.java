@@ -143,13 +143,17 @@ public final class Harness {
 
     /**
      * Runs every transport on one message size (a JVM pair each, or perftest) before the next size, so that the
-     * rows compared in a ratio ran side by side; {@code --sequential} runs each transport's rows all at once.
+     * rows compared in a ratio ran side by side; {@code --sequential} runs each transport's rows all at once. Every
+     * other size runs the transports in reverse order: this VM's speed drifts within minutes (the same build run
+     * twice back to back came out up to a fifth apart, the second faster three times in three), and a fixed order
+     * would hand such a drift to the same transport in every ratio.
      */
     private void runTransports() {
         List<Settings> slices = sequential ? List.of(settings) : settings.slices();
         for (int k = 0; k < slices.size(); k++) {
             Settings slice = slices.get(k);
-            for (String t : transports) {
+            List<String> order = k % 2 == 0 ? transports : transports.reversed();
+            for (String t : order) {
                 if (k == 0) {
                     double load = Machine.loadAverage1();
                     System.err.println("== " + t + " (load average " + load + ")");

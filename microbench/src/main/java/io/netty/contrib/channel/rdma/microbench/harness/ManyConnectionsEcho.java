@@ -83,14 +83,19 @@ public final class ManyConnectionsEcho {
                 default -> throw new IllegalArgumentException("unknown option " + args[i]);
             }
         }
-        List<Result> results = new ArrayList<>();
+        // results[r * n + k]: repeat r of transports[k]; every other repeat runs the transports in reverse order, so
+        // that a machine whose speed drifts within minutes does not favour the same one in every ratio.
+        int n = transports.size();
+        Result[] byIndex = new Result[repeat * n];
         for (int r = 0; r < repeat; r++) {
-            for (Transport t : transports) {
-                Result result = run(t, connections, bytes, write, loops, ringMemory, metrics);
+            for (int i = 0; i < n; i++) {
+                int k = r % 2 == 0 ? i : n - 1 - i;
+                Result result = run(transports.get(k), connections, bytes, write, loops, ringMemory, metrics);
                 System.out.println(result.line());
-                results.add(result);
+                byIndex[r * n + k] = result;
             }
         }
+        List<Result> results = List.of(byIndex);
         if (transports.size() > 1) {
             for (int r = 0; r < repeat; r++) {
                 Result base = results.get(r * transports.size() + transports.size() - 1);

@@ -32,12 +32,12 @@ import java.util.concurrent.TimeUnit;
  * gRPC (grpc-netty, default settings) over RdmaChannel against NIO, one JVM, the same workload in the same run:
  * unary Echo calls under 4 KiB, with a call of 1-8 MiB after every {@code largeEvery} of them, every response
  * checked. Prints large-message throughput and small-call latency (p50, mean, p99) for both and their ratios; each
- * round runs RDMA and NIO one after the other, so each ratio is taken between measurements seconds apart. A
- * benchmark, not a test: run it with {@code ./examples/rpc/benchmark.sh} (rounds, small calls per round, one large
- * call after every how many small ones, and optionally the RDMA loops' spin in ns as arguments). A round's mean
- * needs thousands of small calls to be stable (300 moved it by a fifth between runs). With {@code --two-jvms}
- * anywhere among the arguments the RDMA and the NIO server each run in a JVM of their own (started once, same
- * classpath), the client in this one.
+ * round runs RDMA and NIO one after the other (which goes first alternates), so each ratio is taken between
+ * measurements seconds apart. A benchmark, not a test: run it with {@code ./examples/rpc/benchmark.sh} (rounds,
+ * small calls per round, one large call after every how many small ones, and optionally the RDMA loops' spin in ns
+ * as arguments). A round's mean needs thousands of small calls to be stable (300 moved it by a fifth between runs).
+ * With {@code --two-jvms} anywhere among the arguments the RDMA and the NIO server each run in a JVM of their own
+ * (started once, same classpath), the client in this one.
  */
 public final class RpcThroughputBenchmark {
     private RpcThroughputBenchmark() {
@@ -76,22 +76,33 @@ public final class RpcThroughputBenchmark {
                                ServerProcess nioServer) throws Exception {
         boolean twoJvms = rdmaServer != null;
         for (int round = 0; round <= rounds; round++) {
-            Result rdma = twoJvms ? calls(true, rdmaServer.port, smallCalls, largeEvery)
-                    : run(true, smallCalls, largeEvery);
-            Result nio = twoJvms ? calls(false, nioServer.port, smallCalls, largeEvery)
-                    : run(false, smallCalls, largeEvery);
+            // Which transport goes first alternates, so that a machine whose speed drifts within minutes does not
+            // favour the same transport in every round.
+            boolean rdmaFirst = round % 2 == 0;
+            Result first = measure(rdmaFirst, twoJvms, rdmaServer, nioServer, smallCalls, largeEvery);
+            Result second = measure(!rdmaFirst, twoJvms, rdmaServer, nioServer, smallCalls, largeEvery);
+            Result rdma = rdmaFirst ? first : second;
+            Result nio = rdmaFirst ? second : first;
             if (round == 0) {
                 continue; // warm-up
             }
-            System.out.printf("round %d (%s, %d small calls, one large after every %d): large MB/s rdma %.0f nio %.0f"
-                            + " (%.2fx); small p50 µs rdma %.0f nio %.0f (%.2fx); small mean µs rdma %.0f nio %.0f"
-                            + " (%.2fx); small p99 µs rdma %.0f nio %.0f (%.2fx)%n", round,
-                    twoJvms ? "server in its own JVM" : "one JVM", smallCalls, largeEvery,
-                    rdma.largeMBps, nio.largeMBps, rdma.largeMBps / nio.largeMBps, rdma.smallP50Micros,
+            System.out.printf("round %d (%s, %s first, %d small calls, one large after every %d): large MB/s"
+                            + " rdma %.0f nio %.0f (%.2fx); small p50 µs rdma %.0f nio %.0f (%.2fx); small mean µs"
+                            + " rdma %.0f nio %.0f (%.2fx); small p99 µs rdma %.0f nio %.0f (%.2fx)%n", round,
+                    twoJvms ? "server in its own JVM" : "one JVM", rdmaFirst ? "rdma" : "nio", smallCalls,
+                    largeEvery, rdma.largeMBps, nio.largeMBps, rdma.largeMBps / nio.largeMBps, rdma.smallP50Micros,
                     nio.smallP50Micros, rdma.smallP50Micros / nio.smallP50Micros, rdma.smallMeanMicros,
                     nio.smallMeanMicros, rdma.smallMeanMicros / nio.smallMeanMicros, rdma.smallP99Micros,
                     nio.smallP99Micros, rdma.smallP99Micros / nio.smallP99Micros);
         }
+    }
+
+    private static Result measure(boolean rdma, boolean twoJvms, ServerProcess rdmaServer, ServerProcess nioServer,
+                                  int smallCalls, int largeEvery) throws Exception {
+        if (twoJvms) {
+            return calls(rdma, (rdma ? rdmaServer : nioServer).port, smallCalls, largeEvery);
+        }
+        return run(rdma, smallCalls, largeEvery);
     }
 
     static Result run(boolean rdma, int smallCalls, int largeEvery) throws Exception {
