@@ -10,8 +10,7 @@
  * code is 0 when the scenario ran to its end (whatever the server did), 2 when it could not (usage, setup).
  *
  * Scenarios: credits [BURST], ring-overlap, imm-length, seal-wrong-window, seal-no-inv, unknown-type, bad-flags,
- * cross-connection, remote-read,
- * refused-write [ring|noring], overwrite-held,
+ * cross-connection, remote-read, refused-write [ring|noring], overwrite-held,
  * bad-params:<field> (flags, recvCredits0, recvCredits1, recvCreditsHuge, recvBufferSize4, recvBufferSize1G,
  * ringSize100, ringSize2G, ringAddressWithoutRing, ringSizeWithoutAddress, ringWraps, short, version2),
  * half-open [COUNT [SECONDS]].
@@ -334,8 +333,8 @@ static int sends_idle;
  * device's QP_ACCESS_ERR): its NAK and the disconnect race, so the disconnect does not end the wait for it. */
 static int sends_reached(struct conn *c) { return c->sends_done >= sends_idle; }
 
-/* Posts a SEND: header (type, flags, credits granted, ring credits) + payload of len bytes (pattern seed). */
-/* Posts a message; with inv_rkey non-zero as a SEND_WITH_INV of that rkey. */
+/* Posts a SEND (a SEND_WITH_INV of inv_rkey when that is non-zero): header (type, flags, credits granted, ring
+ * credits) + payload of len bytes (pattern seed). */
 static void send_msg_inv(struct conn *c, int slot, uint8_t type, uint8_t flags, uint16_t grant, const void *payload,
                          uint32_t len, uint32_t inv_rkey) {
     uint8_t *m = c->sbuf + (size_t)(slot % 64) * 512; /* 64 header buffers below the RDMA source at SBUF / 2 */
