@@ -44,7 +44,11 @@ public final class Harness {
     private final int cpuHogs;
     /** {@code --sequential}: each transport runs all its rows before the next starts (one JVM pair each). */
     private final boolean sequential;
-    private final List<Result> results = new ArrayList<>();
+    /** {@code --repeat}: how many times every row runs (each repeat all of them, in alternating order). */
+    private final int repeat;
+    /** Each repeat's measurements; {@link #results} is the current repeat's. */
+    private final List<List<Result>> repeats = new ArrayList<>();
+    private List<Result> results;
     private final List<String> failures = new ArrayList<>();
     /** The 1-minute load average as each transport started: how quiet the machine was for its rows. */
     private final List<String> loads = new ArrayList<>();
@@ -61,6 +65,7 @@ public final class Harness {
                 System.getenv().getOrDefault(NativeLibraries.LIBRARY_PATH_ENV, NativeLibraries.BUNDLED));
         List<String> extraJvmArgs = new ArrayList<>();
         int hogs = 0;
+        int repeatCount = 1;
         String[] a = rest.toArray(String[]::new);
         for (int i = 0; i < a.length; i++) {
             switch (a[i]) {
@@ -70,10 +75,12 @@ public final class Harness {
                 case "--rdma-library" -> library = Settings.value(a, ++i, a[i - 1]);
                 case "--jvm-arg" -> extraJvmArgs.add(Settings.value(a, ++i, a[i - 1]));
                 case "--cpu-hogs" -> hogs = Integer.parseInt(Settings.value(a, ++i, a[i - 1]));
+                case "--repeat" -> repeatCount = Integer.parseInt(Settings.value(a, ++i, a[i - 1]));
                 case "--sequential" -> { }
                 case "--help", "-h" -> {
                     System.out.println("options: --quick --transports " + ALL_TRANSPORTS + " --out DIR"
-                            + " --page FILE|none --rdma-library bundled|system|DIR --jvm-arg ARG --cpu-hogs N --sequential --sizes CSV"
+                            + " --page FILE|none --rdma-library bundled|system|DIR --jvm-arg ARG --cpu-hogs N --sequential --repeat N"
+                            + " --sizes CSV"
                             + " --connections CSV --fresh-sizes CSV --latency-warmup S --latency-seconds S --latency-max-count N"
                             + " --throughput-warmup S --throughput-seconds S --idle-seconds S --threads N");
                     System.exit(0);
@@ -95,6 +102,10 @@ public final class Harness {
             throw new IllegalArgumentException("--cpu-hogs takes a count >= 0");
         }
         cpuHogs = hogs;
+        if (repeatCount < 1) {
+            throw new IllegalArgumentException("--repeat takes a count >= 1");
+        }
+        repeat = repeatCount;
     }
 
     public static void main(String[] args) throws Exception {
@@ -146,15 +157,28 @@ public final class Harness {
      * rows compared in a ratio ran side by side; {@code --sequential} runs each transport's rows all at once. Every
      * other size runs the transports in reverse order: this VM's speed drifts within minutes (the same build run
      * twice back to back came out up to a fifth apart, the second faster three times in three), and a fixed order
-     * would hand such a drift to the same transport in every ratio.
+     * would hand such a drift to the same transport in every ratio. With {@code --repeat N} all of it runs N
+     * times, the order of each repeat the reverse of the one before; the page shows medians, and each ratio is
+     * the median of the ratios within a repeat.
      */
     private void runTransports() {
         List<Settings> slices = sequential ? List.of(settings) : settings.slices();
+        for (int rep = 0; rep < repeat; rep++) {
+            results = new ArrayList<>();
+            repeats.add(results);
+            if (repeat > 1) {
+                System.err.println("==== repeat " + (rep + 1) + " of " + repeat);
+            }
+            runSlices(slices, rep);
+        }
+    }
+
+    private void runSlices(List<Settings> slices, int rep) {
         for (int k = 0; k < slices.size(); k++) {
             Settings slice = slices.get(k);
-            List<String> order = k % 2 == 0 ? transports : transports.reversed();
+            List<String> order = (k + rep) % 2 == 0 ? transports : transports.reversed();
             for (String t : order) {
-                if (k == 0) {
+                if (k == 0 && rep == 0) {
                     double load = Machine.loadAverage1();
                     System.err.println("== " + t + " (load average " + load + ")");
                     loads.add(t + " " + load);
@@ -332,10 +356,12 @@ public final class Harness {
     // ---------------------------------------------------------------- outputs
 
     private void write(Machine machine) throws IOException {
-        Results r = new Results(results);
-        String tables = Report.tables(r);
+        Results r = Results.ofRepeats(repeats);
+        String tables = (repeat > 1 ? "Every row ran " + repeat + " times, in alternating order: values are the medians"
+                + " of the repeats, ratios the medians of the ratios within each repeat (each repeat's in parentheses"
+                + " under Goals).\n\n" : "") + Report.tables(r);
         Files.createDirectories(out);
-        Files.writeString(out.resolve("results.json"), Result.toJson(results));
+        Files.writeString(out.resolve("results.json"), Result.toJson(repeats));
         Files.writeString(out.resolve("results.md"), "## Results\n\n" + machineText(machine, loads) + "\n" + tables);
         Path chart = out.resolve("benchmarks.png");
         Chart.write(r, String.format(Locale.ROOT, "%d cores, %s, %s, %s, %s%s", machine.cores(), machine.cpu(),

@@ -106,7 +106,7 @@ final class Report {
                     Double ms = r.get(s, size, c, "receiver_cpu_per_gb");
                     any |= ms != null;
                     cells.add(num(ms));
-                    cells.add(times(ratio(ms, r.get(Results.EPOLL, size, c, "receiver_cpu_per_gb"))));
+                    cells.add(times(ratioTo(s, Results.EPOLL, size, c, "receiver_cpu_per_gb")));
                 }
                 if (any) {
                     rows.add(cells.toArray(String[]::new));
@@ -147,7 +147,7 @@ final class Report {
                     Double msgs = r.get(s, size, c, "fresh_throughput_msgs");
                     any |= msgs != null;
                     cells.add(count(msgs));
-                    cells.add(times(ratio(msgs, r.get(Results.EPOLL, size, c, "fresh_throughput_msgs"))));
+                    cells.add(times(ratioTo(s, Results.EPOLL, size, c, "fresh_throughput_msgs")));
                 }
                 if (any) {
                     rows.add(cells.toArray(String[]::new));
@@ -203,18 +203,15 @@ final class Report {
             }
             for (int size : r.sizes()) {
                 List<String> cells = new ArrayList<>(List.of(s.mode(), sizeName(size)));
-                cells.add(times(ratio(r.get(s, size, 1, "rtt_p50"), r.get(Results.VERBS_SEND_LAT, size, 1, "rtt_p50"))));
-                cells.add(times(ratio(r.get(s, size, 1, "rtt_p99"), r.get(Results.VERBS_SEND_LAT, size, 1, "rtt_p99"))));
-                cells.add(times(ratio(r.get(s, size, 1, "rtt_p50"),
-                        r.get(Results.VERBS_SEND_LAT_EVENTS, size, 1, "rtt_p50"))));
+                cells.add(times(ratioTo(s, Results.VERBS_SEND_LAT, size, 1, "rtt_p50")));
+                cells.add(times(ratioTo(s, Results.VERBS_SEND_LAT, size, 1, "rtt_p99")));
+                cells.add(times(ratioTo(s, Results.VERBS_SEND_LAT_EVENTS, size, 1, "rtt_p50")));
                 for (int c : conns) {
-                    cells.add(percent(ratio(r.get(s, size, c, "throughput_bytes"),
-                            r.get(Results.verbsThroughputFor(size), size, c, "throughput_bytes"))));
+                    cells.add(percent(ratioTo(s, Results.verbsThroughputFor(size), size, c, "throughput_bytes")));
                 }
-                cells.add(times(ratio(r.get(s, size, 1, "rtt_p50"), r.get(Results.EPOLL, size, 1, "rtt_p50"))));
+                cells.add(times(ratioTo(s, Results.EPOLL, size, 1, "rtt_p50")));
                 for (int c : conns) {
-                    cells.add(percent(ratio(r.get(s, size, c, "throughput_bytes"),
-                            r.get(Results.EPOLL, size, c, "throughput_bytes"))));
+                    cells.add(percent(ratioTo(s, Results.EPOLL, size, c, "throughput_bytes")));
                 }
                 row(cells.toArray(String[]::new));
             }
@@ -227,14 +224,15 @@ final class Report {
         row("goal", "RdmaChannel", "measured", "met");
         row("---", "---", "---", "---");
         goal("echo RTT p50 ≤ " + GOAL_RTT_RATIO + " × raw verbs", r.sizes(), (s, size) -> {
-            Double q = ratio(r.get(s, size, 1, "rtt_p50"), r.get(Results.VERBS_SEND_LAT, size, 1, "rtt_p50"));
-            return q == null ? null : new Check(sizeName(size) + " " + times(q), q <= GOAL_RTT_RATIO);
+            Double q = ratioTo(s, Results.VERBS_SEND_LAT, size, 1, "rtt_p50");
+            return q == null ? null : new Check(sizeName(size) + " " + times(q)
+                    + each(s, Results.VERBS_SEND_LAT, size, 1, "rtt_p50", Report::times), q <= GOAL_RTT_RATIO);
         });
         goal("64 KiB throughput ≥ " + Math.round(GOAL_THROUGHPUT_SHARE * 100) + " % of raw verbs",
                 r.throughputConnections(), (s, c) -> {
-                    Double q = ratio(r.get(s, GOAL_THROUGHPUT_SIZE, c, "throughput_bytes"),
-                            r.get(Results.VERBS_WRITE_BW, GOAL_THROUGHPUT_SIZE, c, "throughput_bytes"));
-                    return q == null ? null : new Check(c + " conn " + percent(q), q >= GOAL_THROUGHPUT_SHARE);
+                    Double q = ratioTo(s, Results.VERBS_WRITE_BW, GOAL_THROUGHPUT_SIZE, c, "throughput_bytes");
+                    return q == null ? null : new Check(c + " conn " + percent(q) + each(s, Results.VERBS_WRITE_BW,
+                            GOAL_THROUGHPUT_SIZE, c, "throughput_bytes", Report::percent), q >= GOAL_THROUGHPUT_SHARE);
                 });
         goal("≈ 0 B heap per echo (server / client loop)", r.sizes(), (s, size) -> {
             Double server = r.get(s, size, 1, "heap_per_echo_server");
@@ -245,17 +243,18 @@ final class Report {
         });
         // Issue 14: small messages stream at least as fast as over epoll, between two JVMs (this page).
         goal("64 B streaming ≥ Netty epoll (issue 14)", r.throughputConnections(), (s, c) -> {
-            Double q = ratio(r.get(s, 64, c, "throughput_msgs"), r.get(Results.EPOLL, 64, c, "throughput_msgs"));
-            return q == null ? null : new Check(c + " conn " + percent(q), q >= 1);
+            Double q = ratioTo(s, Results.EPOLL, 64, c, "throughput_msgs");
+            return q == null ? null : new Check(c + " conn " + percent(q)
+                    + each(s, Results.EPOLL, 64, c, "throughput_msgs", Report::percent), q >= 1);
         });
         for (int[] goal : new int[][] {{64, 120}, {1024, 100}}) {
             int size = goal[0];
             double least = goal[1] / 100.0;
             goal("fresh-buffer " + sizeName(size) + " streaming ≥ " + times(least) + " Netty epoll (issue 26)",
                     r.throughputConnections(), (s, c) -> {
-                        Double q = ratio(r.get(s, size, c, "fresh_throughput_msgs"),
-                                r.get(Results.EPOLL, size, c, "fresh_throughput_msgs"));
-                        return q == null ? null : new Check(c + " conn " + times(q), q >= least);
+                        Double q = ratioTo(s, Results.EPOLL, size, c, "fresh_throughput_msgs");
+                        return q == null ? null : new Check(c + " conn " + times(q)
+                                + each(s, Results.EPOLL, size, c, "fresh_throughput_msgs", Report::times), q >= least);
                     });
         }
         Double idle = r.get(Results.RDMA_ADAPTIVE, 0, 1, "idle_cpu_loop_server");
@@ -267,6 +266,25 @@ final class Report {
                     verdict(true, idle < GOAL_IDLE_CPU));
         }
         b.append('\n');
+    }
+
+    /**
+     * {@code metric} of {@code s} over {@code base}'s: the median of the ratios within each repeat (the two rows of
+     * a repeat ran minutes apart at most, the repeats up to an hour apart).
+     */
+    private Double ratioTo(Series s, Series base, int size, int connections, String metric) {
+        return r.median(x -> ratio(x.get(s, size, connections, metric), x.get(base, size, connections, metric)));
+    }
+
+    /** Each repeat's ratio of {@link #ratioTo}, in parentheses; nothing when the run was not repeated. */
+    private String each(Series s, Series base, int size, int connections, String metric,
+                        java.util.function.Function<Double, String> format) {
+        if (r.repeatCount() == 1) {
+            return "";
+        }
+        List<String> parts = r.each(x -> ratio(x.get(s, size, connections, metric),
+                x.get(base, size, connections, metric))).stream().map(format).toList();
+        return parts.isEmpty() ? "" : " (" + String.join(", ", parts) + ")";
     }
 
     /** What one size or connection count measured for a goal, and whether it meets it. */

@@ -1,5 +1,6 @@
 package io.netty.contrib.channel.rdma.microbench.harness;
 
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 
@@ -26,8 +27,12 @@ record Result(String transport, String mode, int size, int connections, String m
                 Double.parseDouble(f[6]), f[7]);
     }
 
-    String toJson() {
+    /** One JSON object; {@code repeat} (counted from 1) is written when it is above 0. */
+    String toJson(int repeat) {
         StringBuilder b = new StringBuilder("{");
+        if (repeat > 0) {
+            b.append("\"repeat\": ").append(repeat).append(", ");
+        }
         field(b, "transport", transport).append(", ");
         field(b, "mode", mode).append(", ");
         if (size > 0) {
@@ -41,12 +46,15 @@ record Result(String transport, String mode, int size, int connections, String m
         return b.append('}').toString();
     }
 
-    static String toJson(List<Result> results) {
-        StringBuilder b = new StringBuilder("[\n");
-        for (int i = 0; i < results.size(); i++) {
-            b.append("  ").append(results.get(i).toJson()).append(i < results.size() - 1 ? ",\n" : "\n");
+    /** Every repeat's measurements, each object naming its repeat when there was more than one. */
+    static String toJson(List<List<Result>> repeats) {
+        List<String> objects = new ArrayList<>();
+        for (int i = 0; i < repeats.size(); i++) {
+            for (Result r : repeats.get(i)) {
+                objects.add(r.toJson(repeats.size() > 1 ? i + 1 : 0));
+            }
         }
-        return b.append("]\n").toString();
+        return "[\n" + (objects.isEmpty() ? "" : "  " + String.join(",\n  ", objects) + "\n") + "]\n";
     }
 
     private static StringBuilder field(StringBuilder b, String name, String value) {

@@ -3,8 +3,9 @@ package io.netty.contrib.channel.rdma.microbench.harness;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.TreeSet;
+import java.util.function.Function;
 
-/** The measurements of one run, looked up by what they measured. */
+/** The measurements of one run, looked up by what they measured: medians when the run was repeated. */
 final class Results {
     /** A transport in one mode: one row group of the tables, one colour of the chart. */
     record Series(String transport, String mode, String label) {
@@ -32,25 +33,90 @@ final class Results {
      */
     static final int LARGEST_SEND = 8192 - 8;
 
+    /** Each repeat's measurements ({@code --repeat}): one list when the run was not repeated. */
+    private final List<List<Result>> repeats;
     private final List<Result> all;
 
     Results(List<Result> all) {
-        this.all = List.copyOf(all);
+        this(List.of(all), true);
     }
 
+    private Results(List<List<Result>> repeats, boolean copy) {
+        this.repeats = repeats.stream().map(List::copyOf).toList();
+        this.all = this.repeats.stream().flatMap(List::stream).toList();
+    }
+
+    /** The measurements of a run repeated {@code repeats.size()} times, each repeat's in its own list. */
+    static Results ofRepeats(List<List<Result>> repeats) {
+        if (repeats.isEmpty()) {
+            throw new IllegalArgumentException("no repeats");
+        }
+        return new Results(repeats, true);
+    }
+
+    /** Every measurement of every repeat. */
     List<Result> all() {
         return all;
     }
 
-    /** The value, or null when it was not measured. */
+    int repeatCount() {
+        return repeats.size();
+    }
+
+    /** The measurements of repeat {@code i} alone. */
+    Results repeat(int i) {
+        return new Results(List.of(repeats.get(i)), true);
+    }
+
+    /** The value, the median over the repeats that measured it; null when none did. */
     Double get(Series s, int size, int connections, String metric) {
-        for (Result r : all) {
-            if (r.transport().equals(s.transport()) && r.mode().equals(s.mode()) && r.size() == size
-                    && r.connections() == connections && r.metric().equals(metric)) {
-                return r.value();
+        List<Double> values = new ArrayList<>();
+        for (List<Result> repeat : repeats) {
+            for (Result r : repeat) {
+                if (r.transport().equals(s.transport()) && r.mode().equals(s.mode()) && r.size() == size
+                        && r.connections() == connections && r.metric().equals(metric)) {
+                    values.add(r.value());
+                    break;
+                }
             }
         }
-        return null;
+        return median(values);
+    }
+
+    /**
+     * {@code f} of each repeat (a ratio of two rows measured side by side, say), those that are not null: one
+     * value when the run was not repeated.
+     */
+    List<Double> each(Function<Results, Double> f) {
+        if (repeats.size() == 1) {
+            Double v = f.apply(this);
+            return v == null ? List.of() : List.of(v);
+        }
+        List<Double> values = new ArrayList<>();
+        for (int i = 0; i < repeats.size(); i++) {
+            Double v = f.apply(repeat(i));
+            if (v != null) {
+                values.add(v);
+            }
+        }
+        return values;
+    }
+
+    /**
+     * The median of {@code f} over the repeats: for a ratio, the median of the ratios taken within each repeat,
+     * not the ratio of two medians measured minutes apart.
+     */
+    Double median(Function<Results, Double> f) {
+        return median(each(f));
+    }
+
+    static Double median(List<Double> values) {
+        if (values.isEmpty()) {
+            return null;
+        }
+        List<Double> sorted = values.stream().sorted().toList();
+        int n = sorted.size();
+        return n % 2 == 1 ? sorted.get(n / 2) : (sorted.get(n / 2 - 1) + sorted.get(n / 2)) / 2;
     }
 
     boolean has(Series s) {

@@ -66,6 +66,28 @@ class HarnessSmokeTest {
                 "RdmaChannel (adaptive)", "Netty NIO (TCP)");
     }
 
+    /** {@code --repeat 2}: every row twice, each JSON object naming its repeat, the page saying what it shows. */
+    @Test
+    @Timeout(value = 90, unit = TimeUnit.SECONDS)
+    void repeatedRunWritesEachRepeat(@TempDir Path dir) throws Exception {
+        Path out = dir.resolve("benchmarks");
+        Path page = dir.resolve("benchmarks.md");
+        int exit = Harness.run(new String[] {"--quick", "--transports", "nio,rdma", "--sizes", "64",
+                "--connections", "1", "--fresh-sizes", "", "--latency-warmup", "0.1", "--latency-seconds", "0.2",
+                "--throughput-warmup", "0.05", "--throughput-seconds", "0.2", "--idle-seconds", "0", "--repeat", "2",
+                "--out", out.toString(), "--page", page.toString()});
+        assertThat(exit).as("harness exit code").isZero();
+        Set<String> rows = new HashSet<>();
+        for (Object o : (List<?>) Json.parse(Files.readString(out.resolve("results.json")))) {
+            Map<?, ?> row = (Map<?, ?>) o;
+            if ("rtt_p50".equals(row.get("metric"))) {
+                rows.add(row.get("transport") + "/" + ((Double) row.get("repeat")).intValue());
+            }
+        }
+        assertThat(rows).containsExactlyInAnyOrder("nio/1", "nio/2", "rdma/1", "rdma/2");
+        assertThat(Files.readString(page)).contains("Every row ran 2 times");
+    }
+
     private static List<String> expectedRows(String series, boolean idle) {
         List<String> rows = new ArrayList<>();
         for (int size : SIZES) {
