@@ -1,6 +1,21 @@
 package io.netty.contrib.channel.rdma.examples.rpc;
 
 import io.grpc.CallOptions;
+import io.grpc.Channel;
+import io.grpc.ClientCall;
+import io.grpc.ClientInterceptor;
+import io.grpc.ClientInterceptors;
+import io.grpc.ForwardingClientCall;
+import io.grpc.ForwardingClientCallListener;
+import io.grpc.ForwardingServerCall;
+import io.grpc.ForwardingServerCallListener;
+import io.grpc.Metadata;
+import io.grpc.MethodDescriptor;
+import io.grpc.ServerCall;
+import io.grpc.ServerCallHandler;
+import io.grpc.ServerInterceptor;
+import io.grpc.ServerInterceptors;
+import io.grpc.Status;
 import io.grpc.ManagedChannel;
 import io.grpc.Server;
 import io.grpc.netty.NettyChannelBuilder;
@@ -37,7 +52,10 @@ import java.util.concurrent.TimeUnit;
  * small calls per round, one large call after every how many small ones, and optionally the RDMA loops' spin in ns
  * as arguments). A round's mean needs thousands of small calls to be stable (300 moved it by a fifth between runs).
  * With {@code --two-jvms} anywhere among the arguments the RDMA and the NIO server each run in a JVM of their own
- * (started once, same classpath), the client in this one.
+ * (started once, same classpath, the same {@code -D} options), the client in this one. The last line gives the
+ * median over the rounds of each round's ratio. With {@code -Drpc.segments=true} each round also prints the median
+ * of each half of a small call: from the caller to the service (on the server's executor) and back, stamped by
+ * interceptors with {@code System.nanoTime()}, which is one clock for every JVM of the machine.
  */
 public final class RpcThroughputBenchmark {
     private RpcThroughputBenchmark() {
@@ -75,6 +93,8 @@ public final class RpcThroughputBenchmark {
     private static void rounds(int rounds, int smallCalls, int largeEvery, ServerProcess rdmaServer,
                                ServerProcess nioServer) throws Exception {
         boolean twoJvms = rdmaServer != null;
+        List<Double> p50Ratios = new ArrayList<>();
+        List<Double> meanRatios = new ArrayList<>();
         for (int round = 0; round <= rounds; round++) {
             // Which transport goes first alternates, so that a machine whose speed drifts within minutes does not
             // favour the same transport in every round.
@@ -86,6 +106,8 @@ public final class RpcThroughputBenchmark {
             if (round == 0) {
                 continue; // warm-up
             }
+            p50Ratios.add(rdma.smallP50Micros / nio.smallP50Micros);
+            meanRatios.add(rdma.smallMeanMicros / nio.smallMeanMicros);
             System.out.printf("round %d (%s, %s first, %d small calls, one large after every %d): large MB/s"
                             + " rdma %.0f nio %.0f (%.2fx); small p50 µs rdma %.0f nio %.0f (%.2fx); small mean µs"
                             + " rdma %.0f nio %.0f (%.2fx); small p99 µs rdma %.0f nio %.0f (%.2fx)%n", round,
@@ -95,6 +117,18 @@ public final class RpcThroughputBenchmark {
                     nio.smallMeanMicros, rdma.smallMeanMicros / nio.smallMeanMicros, rdma.smallP99Micros,
                     nio.smallP99Micros, rdma.smallP99Micros / nio.smallP99Micros);
         }
+        if (rounds > 0) {
+            // Each round's ratio compares rows measured seconds apart; their median is what to go by on a machine
+            // whose speed drifts from one minute to the next.
+            System.out.printf("median of %d rounds: small p50 rdma/nio %.2fx, small mean %.2fx%n", rounds,
+                    median(p50Ratios), median(meanRatios));
+        }
+    }
+
+    private static double median(List<Double> values) {
+        List<Double> sorted = values.stream().sorted().toList();
+        int n = sorted.size();
+        return n % 2 == 1 ? sorted.get(n / 2) : (sorted.get(n / 2 - 1) + sorted.get(n / 2)) / 2;
     }
 
     private static Result measure(boolean rdma, boolean twoJvms, ServerProcess rdmaServer, ServerProcess nioServer,
@@ -123,7 +157,8 @@ public final class RpcThroughputBenchmark {
                 .channelType(rdma ? RdmaServerChannel.class : NioServerSocketChannel.class)
                 .bossEventLoopGroup(boss).workerEventLoopGroup(workers)
                 .maxInboundMessageSize(RpcClient.MAX_MESSAGE_SIZE)
-                .addService(EchoService.definition()).build().start();
+                .addService(SEGMENTS ? ServerInterceptors.intercept(EchoService.definition(), new StampServer())
+                        : EchoService.definition()).build().start();
     }
 
     /** The server of {@code --two-jvms}: prints its port, serves until its standard input ends. */
@@ -151,6 +186,12 @@ public final class RpcThroughputBenchmark {
             String library = System.getProperty(SoftwareDevice.LIBRARY_PATH);
             if (library != null) {
                 command.add("-D" + SoftwareDevice.LIBRARY_PATH + "=" + library);
+            }
+            // The same system properties as this JVM's command line (RPC_JAVA_OPTS of benchmark.sh).
+            for (String arg : java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()) {
+                if (arg.startsWith("-D") && !command.contains(arg)) {
+                    command.add(arg);
+                }
             }
             command.addAll(List.of("-cp", System.getProperty("java.class.path"),
                     RpcThroughputBenchmark.class.getName(), "serve", rdma ? "rdma" : "nio", Long.toString(spinNanos)));
@@ -183,13 +224,16 @@ public final class RpcThroughputBenchmark {
             long largeNanos = 0;
             long[] small = new long[smallCalls];
             int smallCount = 0;
-            int calls = smallCalls + smallCalls / largeEvery;
-            for (int i = 0; i < calls; i++) {
+            int callCount = smallCalls + smallCalls / largeEvery;
+            Channel calls = SEGMENTS ? ClientInterceptors.intercept(channel, new StampClient()) : channel;
+            long[] toServer = new long[smallCalls];
+            long[] toClient = new long[smallCalls];
+            for (int i = 0; i < callCount; i++) {
                 boolean large = i % (largeEvery + 1) == largeEvery;
                 int size = large ? (1 << 20) + random.nextInt(7 << 20) : 1 + random.nextInt(4095);
                 Payload request = RpcClient.payload(i, size);
                 long start = System.nanoTime();
-                Payload response = ClientCalls.blockingUnaryCall(channel, EchoService.ECHO,
+                Payload response = ClientCalls.blockingUnaryCall(calls, EchoService.ECHO,
                         CallOptions.DEFAULT.withDeadlineAfter(60, TimeUnit.SECONDS), request);
                 long nanos = System.nanoTime() - start;
                 if (response.sequence() != i || !Arrays.equals(response.body(), request.body())) {
@@ -199,8 +243,18 @@ public final class RpcThroughputBenchmark {
                     largeBytes += 2L * size;
                     largeNanos += nanos;
                 } else {
+                    if (SEGMENTS) {
+                        toServer[smallCount] = StampClient.arrived - start;
+                        toClient[smallCount] = start + nanos - StampClient.sent;
+                    }
                     small[smallCount++] = nanos;
                 }
+            }
+            if (SEGMENTS) {
+                Arrays.sort(toServer, 0, smallCount);
+                Arrays.sort(toClient, 0, smallCount);
+                System.out.printf("  %s segments p50 µs: caller to server executor %.1f, server executor to caller"
+                        + " %.1f%n", rdma ? "rdma" : "nio", toServer[smallCount / 2] / 1e3, toClient[smallCount / 2] / 1e3);
             }
             long[] sorted = Arrays.copyOf(small, smallCount);
             Arrays.sort(sorted);
@@ -209,6 +263,67 @@ public final class RpcThroughputBenchmark {
         } finally {
             channel.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
             client.shutdownGracefully(0, 1, TimeUnit.SECONDS).sync();
+        }
+    }
+
+    /** {@code -Drpc.segments=true}: time each small call's two halves (System.nanoTime is one clock per machine). */
+    static final boolean SEGMENTS = Boolean.getBoolean("rpc.segments");
+    static final Metadata.Key<String> STAMPS = Metadata.Key.of("x-stamps", Metadata.ASCII_STRING_MARSHALLER);
+
+    /** Stamps when the request reached the service (on gRPC's executor) and when its response left it. */
+    static final class StampServer implements ServerInterceptor {
+        @Override
+        public <Q, R> ServerCall.Listener<Q> interceptCall(ServerCall<Q, R> call, Metadata headers,
+                                                           ServerCallHandler<Q, R> next) {
+            long[] t = new long[2];
+            ServerCall<Q, R> stamped = new ForwardingServerCall.SimpleForwardingServerCall<>(call) {
+                @Override
+                public void sendMessage(R message) {
+                    t[1] = System.nanoTime();
+                    super.sendMessage(message);
+                }
+
+                @Override
+                public void close(Status status, Metadata trailers) {
+                    trailers.put(STAMPS, t[0] + "," + t[1]);
+                    super.close(status, trailers);
+                }
+            };
+            return new ForwardingServerCallListener.SimpleForwardingServerCallListener<>(next.startCall(stamped,
+                    headers)) {
+                @Override
+                public void onMessage(Q message) {
+                    t[0] = System.nanoTime();
+                    super.onMessage(message);
+                }
+            };
+        }
+    }
+
+    /** Reads the server's stamps of the last call (blocking calls, one at a time). */
+    static final class StampClient implements ClientInterceptor {
+        static volatile long arrived;
+        static volatile long sent;
+
+        @Override
+        public <Q, R> ClientCall<Q, R> interceptCall(MethodDescriptor<Q, R> method, CallOptions options, Channel next) {
+            return new ForwardingClientCall.SimpleForwardingClientCall<>(next.newCall(method, options)) {
+                @Override
+                public void start(Listener<R> listener, Metadata headers) {
+                    super.start(new ForwardingClientCallListener.SimpleForwardingClientCallListener<>(listener) {
+                        @Override
+                        public void onClose(Status status, Metadata trailers) {
+                            String v = trailers.get(STAMPS);
+                            if (v != null) {
+                                String[] f = v.split(",");
+                                arrived = Long.parseLong(f[0]);
+                                sent = Long.parseLong(f[1]);
+                            }
+                            super.onClose(status, trailers);
+                        }
+                    }, headers);
+                }
+            };
         }
     }
 
