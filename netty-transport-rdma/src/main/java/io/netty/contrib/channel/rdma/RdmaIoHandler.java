@@ -523,12 +523,12 @@ public final class RdmaIoHandler implements IoHandler {
         boolean pureSpin = config.pureSpin();
         long spinUntil = pureSpin ? Long.MAX_VALUE : now + spin.window();
         int spins = 0;
-        boolean preempted = false;
+        long longestTurn = 0;
         while (!wakeRequested) {
             work = poll(cmTurn());
             if (work > 0) {
                 if (!pureSpin) {
-                    spin.spun(System.nanoTime() - spinStart, preempted);
+                    spin.spun(System.nanoTime() - spinStart, longestTurn);
                 }
                 return work;
             }
@@ -541,7 +541,7 @@ public final class RdmaIoHandler implements IoHandler {
             now = System.nanoTime();
             // A turn of the spin takes well under a microsecond: a longer one means the thread lost its core
             // (to a yield or to the scheduler), so other threads want the CPU this loop is spinning on.
-            preempted |= now - last > SpinPolicy.PREEMPTED_NANOS;
+            longestTurn = Math.max(longestTurn, now - last);
             if (now - taskDue >= 0) {
                 // A scheduled task is due: the event loop runs it, then calls run() again.
                 return 0;
@@ -559,7 +559,7 @@ public final class RdmaIoHandler implements IoHandler {
         if (wakeRequested) {
             return 0;
         }
-        return block(context, preempted);
+        return block(context, longestTurn);
     }
 
     /** Whether this turn of the loop looks at the rdma_cm channel (a syscall) without epoll having said so. */
@@ -571,8 +571,11 @@ public final class RdmaIoHandler implements IoHandler {
         return true;
     }
 
-    /** {@code preempted}: the spin before this block lost its core to other threads. */
-    private int block(IoHandlerContext context, boolean preempted) {
+    /**
+     * {@code longestTurn}: the longest turn of the spin before this block; over {@link SpinPolicy#PREEMPTED_NANOS}
+     * the spin lost its core to other threads.
+     */
+    private int block(IoHandlerContext context, long longestTurn) {
         for (int i = 0; i < groups.size(); i++) {
             QueueGroup g = groups.get(i);
             if (g != null) {
@@ -615,8 +618,8 @@ public final class RdmaIoHandler implements IoHandler {
         }
         int completed = pollCompletions();
         long waited = System.nanoTime() - blockedAt;
-        if (preempted) {
-            spin.lostCore();
+        if (longestTurn > SpinPolicy.PREEMPTED_NANOS) {
+            spin.lostCore(longestTurn);
         } else if (completed > 0 || waited > config.spinNanos()) {
             // (A short block that a task or a timer ended says nothing about the traffic.)
             spin.blocked(waited);

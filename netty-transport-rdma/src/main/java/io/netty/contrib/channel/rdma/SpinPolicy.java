@@ -18,13 +18,17 @@ package io.netty.contrib.channel.rdma;
  *   <li>At the shortest window the full spin is tried again after {@value #RETRY_AFTER_MISSES} more misses: two
  *       peers that both block see each other's wake-up latency and would never spin again, though spinning could
  *       pay once both do.</li>
- *   <li>When {@value #OVERSUBSCRIBED_LOSSES} or more of the last 32 spins lost their core, the machine is
- *       <em>oversubscribed</em>, not passed by a collection or a compiler: the window is the shortest, however soon
- *       spins pay, until fewer of the last 32 did. (gRPC's executor threads and three loops on two cores lost the
+ *   <li>When {@value #OVERSUBSCRIBED_LOSSES} or more of the last 32 spins lost their core, or
+ *       {@value #OVERSUBSCRIBED_SLICES} or more lost it for a whole time slice of another thread (a turn of
+ *       {@value #SLICE_NANOS} ns or more: a CPU-bound thread beside the loop), the machine is <em>oversubscribed</em>,
+ *       not passed by a collection or a compiler: the window is the shortest, however soon spins pay, until fewer of
+ *       the last 32 did. (gRPC's executor threads and three loops on two cores lost the
  *       core in four spins of ten; every spin there delays a thread that has work. Beside two CPU-bound processes
- *       nearly every spin does.) Four of 32 was too few: gRPC's executors, which run briefly between calls, kept the
- *       loops at the shortest window, so the loop blocked before the executor's answer came and had to be woken for
- *       it; eight made small gRPC calls 10-20 % faster in one JVM and in two.</li>
+ *       nearly every spin does.) Four of 32 for any loss was too few: gRPC's executors, which run briefly between
+ *       calls, kept the loops at the shortest window, so a loop blocked before the executor's answer came and had to
+ *       be woken for it; eight made small gRPC calls 10-20 % faster in one JVM and in two. Eight alone was too many
+ *       beside CPU-bound threads: a loop then spun through up to eight of their slices before it stopped spinning,
+ *       and 64 B echoes there sometimes took a slice each, 4 ms. Losses that long keep the limit at four.</li>
  * </ul>
  */
 final class SpinPolicy {
@@ -37,6 +41,10 @@ final class SpinPolicy {
     static final int RETRY_AFTER_MISSES = 32;
     /** Spins, of the last 32, that lost their core when the machine is taken as oversubscribed. */
     static final int OVERSUBSCRIBED_LOSSES = 8;
+    /** A turn of the spin this long: the thread waited out another thread's time slice. */
+    static final long SLICE_NANOS = 1_000_000;
+    /** Spins, of the last 32, that waited out a time slice when the machine is taken as oversubscribed. */
+    static final int OVERSUBSCRIBED_SLICES = 4;
 
     private final long max;
     private final long min;
@@ -47,6 +55,8 @@ final class SpinPolicy {
     private int missesAtMin;
     /** Whether each of the last 32 spins lost its core, the latest in bit 0. */
     private int lostCores;
+    /** Whether each of the last 32 spins waited out a time slice ({@link #SLICE_NANOS}), the latest in bit 0. */
+    private int lostSlices;
 
     SpinPolicy(long spinNanos) {
         max = spinNanos;
@@ -60,19 +70,27 @@ final class SpinPolicy {
         return window;
     }
 
-    /** The spin found work {@code nanos} after it began; {@code preempted}: the thread lost its core meanwhile. */
-    void spun(long nanos, boolean preempted) {
-        if (preempted) {
-            lostCore();
+    /**
+     * The spin found work {@code nanos} after it began; its longest turn took {@code longestTurn} ns (over
+     * {@link #PREEMPTED_NANOS}: the thread lost its core meanwhile).
+     */
+    void spun(long nanos, long longestTurn) {
+        if (longestTurn > PREEMPTED_NANOS) {
+            lostCore(longestTurn);
         } else {
             lostCores <<= 1;
+            lostSlices <<= 1;
             paid(nanos);
         }
     }
 
-    /** A spin lost its core (before a block, or before it found work): a miss, and a sign of oversubscription. */
-    void lostCore() {
+    /**
+     * A spin lost its core (before a block, or before it found work) for {@code longestTurn} ns at most: a miss,
+     * and a sign of oversubscription.
+     */
+    void lostCore(long longestTurn) {
         lostCores = lostCores << 1 | 1;
+        lostSlices = lostSlices << 1 | (longestTurn >= SLICE_NANOS ? 1 : 0);
         if (oversubscribed()) {
             window = min;
             misses = 0;
@@ -83,7 +101,8 @@ final class SpinPolicy {
     }
 
     private boolean oversubscribed() {
-        return Integer.bitCount(lostCores) >= OVERSUBSCRIBED_LOSSES;
+        return Integer.bitCount(lostCores) >= OVERSUBSCRIBED_LOSSES
+                || Integer.bitCount(lostSlices) >= OVERSUBSCRIBED_SLICES;
     }
 
     /**
@@ -92,6 +111,7 @@ final class SpinPolicy {
      */
     void blocked(long waitedNanos) {
         lostCores <<= 1;
+        lostSlices <<= 1;
         long after = window + waitedNanos;
         if (after <= max) {
             paid(after);
