@@ -37,11 +37,7 @@ final class Results {
     private final List<List<Result>> repeats;
     private final List<Result> all;
 
-    Results(List<Result> all) {
-        this(List.of(all), true);
-    }
-
-    private Results(List<List<Result>> repeats, boolean copy) {
+    private Results(List<List<Result>> repeats) {
         this.repeats = repeats.stream().map(List::copyOf).toList();
         this.all = this.repeats.stream().flatMap(List::stream).toList();
     }
@@ -51,7 +47,7 @@ final class Results {
         if (repeats.isEmpty()) {
             throw new IllegalArgumentException("no repeats");
         }
-        return new Results(repeats, true);
+        return new Results(repeats);
     }
 
     /** Every measurement of every repeat. */
@@ -65,7 +61,7 @@ final class Results {
 
     /** The measurements of repeat {@code i} alone. */
     Results repeat(int i) {
-        return new Results(List.of(repeats.get(i)), true);
+        return new Results(List.of(repeats.get(i)));
     }
 
     /** The value, the median over the repeats that measured it; null when none did. */

@@ -31,10 +31,8 @@ class HarnessSmokeTest {
     void quickRunWritesEveryRow(@TempDir Path dir) throws Exception {
         Path out = dir.resolve("benchmarks");
         Path page = dir.resolve("benchmarks.md");
-        int exit = Harness.run(new String[] {"--quick", "--transports", "nio,rdma", "--sizes", "64,65536",
-                "--connections", "1,2", "--fresh-sizes", "64", "--latency-warmup", "0.1", "--latency-seconds", "0.2",
-                "--throughput-warmup", "0.05", "--throughput-seconds", "0.2", "--idle-seconds", "0.5",
-                "--out", out.toString(), "--page", page.toString()});
+        int exit = runQuick(out, page, "--sizes", "64,65536", "--connections", "1,2", "--fresh-sizes", "64",
+                "--idle-seconds", "0.5");
         assertThat(exit).as("harness exit code").isZero();
 
         Object json = Json.parse(Files.readString(out.resolve("results.json")));
@@ -72,10 +70,8 @@ class HarnessSmokeTest {
     void repeatedRunWritesEachRepeat(@TempDir Path dir) throws Exception {
         Path out = dir.resolve("benchmarks");
         Path page = dir.resolve("benchmarks.md");
-        int exit = Harness.run(new String[] {"--quick", "--transports", "nio,rdma", "--sizes", "64",
-                "--connections", "1", "--fresh-sizes", "", "--latency-warmup", "0.1", "--latency-seconds", "0.2",
-                "--throughput-warmup", "0.05", "--throughput-seconds", "0.2", "--idle-seconds", "0", "--repeat", "2",
-                "--out", out.toString(), "--page", page.toString()});
+        int exit = runQuick(out, page, "--sizes", "64", "--connections", "1", "--fresh-sizes", "",
+                "--idle-seconds", "0", "--repeat", "2");
         assertThat(exit).as("harness exit code").isZero();
         Set<String> rows = new HashSet<>();
         for (Object o : (List<?>) Json.parse(Files.readString(out.resolve("results.json")))) {
@@ -86,6 +82,15 @@ class HarnessSmokeTest {
         }
         assertThat(rows).containsExactlyInAnyOrder("nio/1", "nio/2", "rdma/1", "rdma/2");
         assertThat(Files.readString(page)).contains("Every row ran 2 times");
+    }
+
+    /** The harness on NIO and RdmaChannel (adaptive) with tiny phases, writing to {@code out} and {@code page}. */
+    private static int runQuick(Path out, Path page, String... rows) throws Exception {
+        List<String> args = new ArrayList<>(List.of("--quick", "--transports", "nio,rdma", "--latency-warmup", "0.1",
+                "--latency-seconds", "0.2", "--throughput-warmup", "0.05", "--throughput-seconds", "0.2",
+                "--out", out.toString(), "--page", page.toString()));
+        args.addAll(List.of(rows));
+        return Harness.run(args.toArray(String[]::new));
     }
 
     private static List<String> expectedRows(String series, boolean idle) {
