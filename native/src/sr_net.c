@@ -136,7 +136,7 @@ static void enqueue(struct sr_conn *c, const struct iovec *iov, int cnt, size_t 
 			skip -= l;
 			continue;
 		}
-		memcpy(d, s + skip, l - skip);
+		sr_copy(d, s + skip, l - skip);
 		d += l - skip;
 		skip = 0;
 	}

@@ -87,7 +87,7 @@ int conn_read(struct sr_conn *c, void *dst, size_t len)
 		size_t n = avail < len ? avail : len;
 
 		if (d)
-			memcpy(d, c->rbuf + c->rpos, n);
+			sr_copy(d, c->rbuf + c->rpos, n);
 		c->rpos += n;
 		len -= n;
 		if (d)
@@ -132,7 +132,7 @@ int sr_src_copy(struct sr_src *s, void *dst, size_t len)
 
 		if (n > len)
 			n = len;
-		memcpy(d, (const uint8_t *)v->iov_base + s->off, n);
+		sr_copy(d, (const uint8_t *)v->iov_base + s->off, n);
 		d += n;
 		len -= n;
 		s->off += n;

@@ -142,8 +142,8 @@ void sr_shm_rx_get(struct sr_shm *s, void *dst, size_t len)
 	size_t n = SR_SHM_RING - off < len ? SR_SHM_RING - off : len;
 
 	if (dst) {
-		memcpy(dst, s->rxd + off, n);
-		memcpy((uint8_t *)dst + n, s->rxd, len - n);
+		sr_copy(dst, s->rxd + off, n);
+		sr_copy((uint8_t *)dst + n, s->rxd, len - n);
 	}
 	s->rx_head += (uint32_t)len;
 }
@@ -247,8 +247,8 @@ void sr_shm_tx_put(struct sr_shm *s, const void *src, size_t len)
 	uint32_t off = s->tx_tail & (SR_SHM_RING - 1);
 	size_t n = SR_SHM_RING - off < len ? SR_SHM_RING - off : len;
 
-	memcpy(s->txd + off, src, n);
-	memcpy(s->txd, (const uint8_t *)src + n, len - n);
+	sr_copy(s->txd + off, src, n);
+	sr_copy(s->txd, (const uint8_t *)src + n, len - n);
 	s->tx_tail += (uint32_t)len;
 }
 

@@ -55,6 +55,25 @@ TEST_BOTH(send_recv, 30) {
     pair_close(&p);
 }
 
+/* Payloads whose destination lies a few bytes after the source modulo 4 KiB (the device copies those in pieces,
+ * sr_copy): every byte lands, none beyond. */
+TEST_BOTH(send_misaligned, 30) {
+    struct pair p;
+    pair_open(&p, kind, NULL);
+    struct bufs x;
+    bufs_open(&p, &x);
+    static const uint32_t offsets[][2] = {{0, 8}, {0, 63}, {8, 16}, {100, 101}, {4090, 4}};
+    static const uint32_t lens[] = {2049, 2113, 4096, 65536 + 5, 512 * 1024};
+    uint32_t seed = 10;
+    for (unsigned o = 0; o < sizeof(offsets) / sizeof(offsets[0]); o++) {
+        for (unsigned l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
+            send_one_way(&p.a, &p.b, x.a + offsets[o][0], x.amr, x.b + offsets[o][1], x.bmr, lens[l], 0, seed++);
+        }
+    }
+    bufs_close(&x);
+    pair_close(&p);
+}
+
 TEST_BOTH(send_with_imm, 30) {
     struct pair p;
     pair_open(&p, kind, NULL);
