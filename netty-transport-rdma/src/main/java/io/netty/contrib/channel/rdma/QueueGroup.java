@@ -1,6 +1,7 @@
 package io.netty.contrib.channel.rdma;
 
 import io.netty.buffer.ByteBuf;
+import io.netty.contrib.channel.rdma.internal.memory.ExternalRegion;
 import io.netty.contrib.channel.rdma.internal.memory.RegisteredBuffer;
 import io.netty.contrib.channel.rdma.internal.verbs.CompletionChannel;
 import io.netty.contrib.channel.rdma.internal.verbs.CompletionQueue;
@@ -9,11 +10,15 @@ import io.netty.contrib.channel.rdma.internal.verbs.RecvWorkRequests;
 import io.netty.contrib.channel.rdma.internal.verbs.SharedReceiveQueue;
 import io.netty.contrib.channel.rdma.internal.verbs.VerbsException;
 import io.netty.util.concurrent.EventExecutor;
+import io.netty.util.concurrent.ThreadAwareExecutor;
 import io.netty.util.internal.logging.InternalLogger;
 import io.netty.util.internal.logging.InternalLoggerFactory;
 
+import java.lang.foreign.MemorySegment;
 import java.util.Arrays;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * One loop's completion queue and the shared receive queue (SRQ) whose receives complete on it, serving the
@@ -35,6 +40,15 @@ import java.util.concurrent.TimeUnit;
  * the send queue depth of every connection on it, and it grows ({@code ibv_resize_cq}) as connections join, up to
  * the device's {@code max_cqe} and the loop's limit; then the loop opens another group.
  *
+ * <p>A slot whose message is large enough ({@link #lend}) may be <em>lent</em> to the reader instead of copied: the
+ * reader gets a buffer over the slot itself, a receive from another slot takes its place at once (so the peer's
+ * credit comes back as with a copy), and the slot is free again when the reader releases the buffer. The peer
+ * cannot change those bytes: pool memory grants no remote access, and a completed receive is the receiver's. A
+ * block goes back to the pool only when neither the group nor a lent buffer holds it ({@link Block}), so a
+ * reader may keep a lent buffer past its connection, the SRQ and the loop. Lending stops at
+ * {@link #LEND_SHARE} of the SRQ's capacity lent at once: then messages are copied, and a reader that keeps
+ * everything pins no more than that.
+ *
  * <p>Memory goes back when connections are gone ({@link #releaseMemory()}): once no connection has joined or left
  * for {@link RdmaIoHandlerConfig#memoryReleaseDelayMillis()}, the blocks of slots that are all free are released to
  * the pool, and the loop thread's cache of the pool is flushed (a cached slot keeps its chunk registered). A slot
@@ -55,6 +69,8 @@ final class QueueGroup {
     private static final int POST_BATCH = 64;
     /** Receives posted beyond the credits, so that the one replacing a freed slot can be posted after the sends. */
     static final int AHEAD = 16;
+    /** Slots lent at once, at most: the SRQ's capacity divided by this. */
+    static final int LEND_SHARE = 4;
 
     final int index;
     final int slotSize;
@@ -63,6 +79,8 @@ final class QueueGroup {
     SharedReceiveQueue srq;
     private final ProtectionDomain pd;
     private final RdmaByteBufAllocator alloc;
+    /** The loop: lent slots come back on it. */
+    private final ThreadAwareExecutor loop;
     private final int maxCqe;
     /** The SRQ size asked for, and the device's answer: the same for every SRQ this group creates. */
     private final int srqRequest;
@@ -85,12 +103,14 @@ final class QueueGroup {
     private boolean ahead;
 
     /** Slot {@code s} lies in block {@code s / 64}; a released block leaves a null until a new block takes its place. */
-    private ByteBuf[] blocks = new ByteBuf[4];
+    private Block[] blocks = new Block[4];
     private long[] blockAddress = new long[4];
     private int[] blockLkey = new int[4];
     /** Block indices in use: every block below is allocated or released. */
     private int blockLimit;
     private int liveBlocks;
+    /** Slots lent to readers now ({@link #lend}). */
+    private int lent;
     /** Slots of live blocks neither posted, prepared to be posted, nor holding a message. */
     private int[] free = new int[SLOTS_PER_BLOCK];
     private int freeCount;
@@ -110,8 +130,9 @@ final class QueueGroup {
     private int connections;
 
     QueueGroup(int index, ProtectionDomain pd, CompletionChannel channel, RdmaByteBufAllocator alloc, int slotSize,
-               RdmaIoHandlerConfig config, Runnable onChange) {
+               RdmaIoHandlerConfig config, ThreadAwareExecutor loop, Runnable onChange) {
         this.index = index;
+        this.loop = loop;
         this.onChange = onChange;
         this.slotSize = slotSize;
         this.pd = pd;
@@ -292,7 +313,7 @@ final class QueueGroup {
 
     private void releaseBlock(int b) {
         if (blocks[b] != null) {
-            blocks[b].release();
+            blocks[b].unref();
             blocks[b] = null;
             liveBlocks--;
         }
@@ -419,6 +440,37 @@ final class QueueGroup {
         free[freeCount++] = slot;
     }
 
+    /** Whether a message may be lent to its reader now rather than copied: fewer than the limit are lent. */
+    boolean mayLend() {
+        return lent < srqWr / LEND_SHARE;
+    }
+
+    /**
+     * A buffer over {@code length} bytes at {@code address} in {@code slot}, whose message the connection is done
+     * with but for this buffer: the slot is free again once the reader releases it. The caller posts a receive in
+     * its place ({@link #repost()}).
+     */
+    ByteBuf lend(int slot, long address, int length) {
+        Block block = blocks[slot / SLOTS_PER_BLOCK];
+        block.refs.incrementAndGet();
+        lent++;
+        return alloc.leakAware(block.buffer(alloc, address - block.address, length, slot));
+    }
+
+    /** A lent slot's buffer was released (loop thread): the slot is free, if its block is still the group's. */
+    private void returned(Block block, int slot) {
+        lent--;
+        if (!closed && blocks[slot / SLOTS_PER_BLOCK] == block) {
+            release(slot);
+        }
+        block.unref();
+    }
+
+    /** Slots lent to readers now. */
+    int lentSlots() {
+        return lent;
+    }
+
     /** Address of the bytes of {@code slot}; checks that the slot exists (a completion names it). */
     long address(int slot) {
         if (slot < 0 || slot >= blockLimit * SLOTS_PER_BLOCK || blocks[slot / SLOTS_PER_BLOCK] == null) {
@@ -445,7 +497,7 @@ final class QueueGroup {
             buf.release();
             throw new IllegalStateException("the pool of " + alloc + " handed out unregistered memory");
         }
-        blocks[block] = buf;
+        blocks[block] = new Block(this, buf, (int) lkey);
         blockAddress[block] = buf.memoryAddress();
         blockLkey[block] = (int) lkey;
         liveBlocks++;
@@ -472,7 +524,7 @@ final class QueueGroup {
     public String toString() {
         return "QueueGroup{index=" + index + ", slotSize=" + slotSize + ", connections=" + connections
                 + ", committed=" + committed + ", posted=" + posted + ", surplus=" + surplus
-                + ", slots=" + liveBlocks * SLOTS_PER_BLOCK + ", cqe=" + cq.cqe()
+                + ", slots=" + liveBlocks * SLOTS_PER_BLOCK + ", lent=" + lent + ", cqe=" + cq.cqe()
                 + ", sendEntries=" + sendEntries + '}';
     }
 
@@ -490,10 +542,49 @@ final class QueueGroup {
                 posts.close();
                 for (int b = 0; b < blocks.length; b++) {
                     if (blocks[b] != null) {
-                        blocks[b].release();
+                        blocks[b].unref();
                         blocks[b] = null;
                     }
                 }
+            }
+        }
+    }
+
+    /**
+     * A block of slots from the pool. It goes back to the pool when the group lets go of it and no lent buffer
+     * over it is left, whichever comes last, on whatever thread.
+     */
+    private static final class Block extends ExternalRegion {
+        private final QueueGroup group;
+        private final ByteBuf buf;
+        final long address;
+        /** The group's hold, and one per lent buffer. */
+        final AtomicInteger refs = new AtomicInteger(1);
+
+        Block(QueueGroup group, ByteBuf buf, int lkey) {
+            super(MemorySegment.ofAddress(buf.memoryAddress()).reinterpret(buf.capacity()), lkey, group.alloc.pool());
+            this.group = group;
+            this.buf = buf;
+            this.address = buf.memoryAddress();
+        }
+
+        void unref() {
+            if (refs.decrementAndGet() == 0) {
+                buf.release();
+            }
+        }
+
+        @Override
+        protected void released(long slot) {
+            if (group.loop.isExecutorThread(Thread.currentThread())) {
+                group.returned(this, (int) slot);
+                return;
+            }
+            try {
+                group.loop.execute(() -> group.returned(this, (int) slot));
+            } catch (RejectedExecutionException e) {
+                // The loop has stopped, and the group with it: only the memory is left to free.
+                unref();
             }
         }
     }

@@ -75,7 +75,10 @@ public final class RdmaChannelMetric {
         return c().copies;
     }
 
-    /** Ring writes handed to the pipeline as buffers over the ring ({@link RdmaChannelOption#RECEIVE_ZERO_COPY}). */
+    /**
+     * Messages handed to the pipeline without a copy ({@link RdmaChannelOption#RECEIVE_ZERO_COPY}): ring writes as
+     * buffers over the ring, SENDs as buffers over their receive slot.
+     */
     public long zeroCopyBuffers() {
         return c().zeroCopyBuffers;
     }

@@ -46,7 +46,9 @@ public final class RdmaChannelOption<T> extends ChannelOption<T> {
 
     /**
      * Hand ring writes (messages larger than a receive slot) to the pipeline as buffers over the receive ring itself,
-     * without a copy. On by default, and safe with any peer: a ring slab's memory window is invalidated before any
+     * without a copy, and SENDs of at least a quarter of a receive slot as buffers over their slot (lent to the
+     * reader until it releases the buffer; a quarter of the loop's shared receive queue at most, then they are
+     * copied). On by default, and safe with any peer: a ring slab's memory window is invalidated before any
      * of its bytes is delivered, so the peer cannot change what the application holds, with any rkey it was ever
      * given (docs/SECURITY.md). The buffers are {@link RdmaByteBufAllocator}'s; a reader that holds them keeps their
      * slabs from the writer, and once the held buffers cover half of the ring's slabs, further writes are copied

@@ -159,6 +159,18 @@ public final class RdmaIoHandler implements IoHandler {
     volatile long creditsGranted;
     volatile long receiveSlotMemory;
 
+    /** Receive slots lent to readers now, over every queue group (loop thread; tests). */
+    int lentSlots() {
+        int lent = 0;
+        for (int i = 0; i < groups.size(); i++) {
+            QueueGroup g = groups.get(i);
+            if (g != null) {
+                lent += g.lentSlots();
+            }
+        }
+        return lent;
+    }
+
     /** Connections joined or left a queue group (loop thread): the metric's sums again. */
     private void queuesChanged() {
         long entries = 0;
@@ -318,7 +330,7 @@ public final class RdmaIoHandler implements IoHandler {
             }
         }
         QueueGroup g = new QueueGroup(groups.size(), device.pd(), q.channel, device.allocator(), slotSize, config,
-                this::queuesChanged);
+                executor, this::queuesChanged);
         if (!g.join(sqDepth, credits)) {
             g.close();
             throw new IllegalStateException("a new completion queue of " + g.cq.cqe() + " entries and shared receive"

@@ -8,7 +8,7 @@ import io.netty.contrib.channel.rdma.internal.memory.PinnedMemory;
  * another thread, a value may lag behind the loop slightly.
  */
 public final class RdmaIoHandlerMetric {
-    private final RdmaIoHandler handler;
+    final RdmaIoHandler handler;
 
     RdmaIoHandlerMetric(RdmaIoHandler handler) {
         this.handler = handler;

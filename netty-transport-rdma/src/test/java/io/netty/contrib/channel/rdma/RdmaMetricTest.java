@@ -91,9 +91,10 @@ class RdmaMetricTest {
             assertThat(sent.coalescedSends()).isBetween(1L, 2L);
             assertThat(sent.sends() + sent.ringWrites()).isGreaterThanOrEqualTo(3);
             assertThat(got.ringsOffered()).isEqualTo(1);
-            // SENDs are copied; ring writes (100 000 bytes) are handed over without a copy, by default.
-            assertThat(got.copies()).isPositive();
-            assertThat(got.zeroCopyBuffers()).isPositive();
+            // The coalesced SEND (6 400 bytes, at least a quarter of a slot) and the ring writes (100 000 bytes) are
+            // handed over without a copy, by default (copies: RdmaLentSlotTest).
+            assertThat(got.zeroCopyBuffers()).isGreaterThanOrEqualTo(2);
+            assertThat(got.copies()).isLessThanOrEqualTo(1);
             assertThat(sent.toString()).contains("bytesWritten=" + total);
 
             RdmaIoHandlerMetric loop = RdmaIoHandler.metric(client.eventLoop());
