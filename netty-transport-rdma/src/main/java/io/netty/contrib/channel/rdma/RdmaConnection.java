@@ -36,8 +36,9 @@ import java.util.concurrent.TimeUnit;
  * <p>A SEND's payload is copied into a buffer of the channel's allocator when it is delivered, and its receive slot
  * goes back at once; one of at least a quarter of a slot ({@link #LEND_SLOT_SHARE}) is handed over as a buffer over
  * the slot itself instead ({@link RdmaChannelOption#RECEIVE_ZERO_COPY}, the default), the slot lent to the reader
- * until it releases the buffer ({@link QueueGroup#lend}), while the loop's lent slots stay under their limit. A ring write is delivered only once the window of its slab is invalidated (the peer left the
- * slab; {@link #flushReceives()} posts the {@code LOCAL_INV}), as a buffer over the ring itself
+ * until it releases the buffer ({@link QueueGroup#lend}), while the loop's lent slots stay under their limit. A ring
+ * write is delivered only once the window of its slab is invalidated (the peer left the slab;
+ * {@link #flushReceives()} posts the {@code LOCAL_INV}), as a buffer over the ring itself
  * ({@link RdmaChannelOption#RECEIVE_ZERO_COPY}, the default) while the reader holds buffers over at most half of the
  * ring's slabs, else as a copy; a slab released by the reader is bound again and returned to the peer. So nothing
  * the peer writes later can change what the application holds, and a reader that keeps what it got never stops the
