@@ -1,7 +1,5 @@
 package io.netty.contrib.channel.rdma;
 
-import java.util.function.LongSupplier;
-
 /**
  * How long an adaptive {@link RdmaIoHandler} loop spins before it blocks, learnt from how its spins went. Loop
  * thread only.
@@ -30,11 +28,7 @@ import java.util.function.LongSupplier;
  *       calls, kept the loops at the shortest window, so a loop blocked before the executor's answer came and had to
  *       be woken for it; eight made small gRPC calls 10-20 % faster in one JVM and in two. Eight alone was too many
  *       beside CPU-bound threads: a loop then spun through up to eight of their slices before it stopped spinning,
- *       and 64 B echoes there sometimes took a slice each, 4 ms. Losses that long keep the limit at four, and keep
- *       the machine oversubscribed for {@link #SLICE_HOLD_NANOS} after the last time they reached it: at the
- *       shortest window spins lose no slices, so within 32 echoes the loop took the machine for quiet again, spun,
- *       and waited out four more slices (a 4 ms p99 beside two CPU-bound processes in one run of six; none of six
- *       with the hold).</li>
+ *       and 64 B echoes there sometimes took a slice each, 4 ms. Losses that long keep the limit at four.</li>
  * </ul>
  */
 final class SpinPolicy {
@@ -51,11 +45,6 @@ final class SpinPolicy {
     static final long SLICE_NANOS = 1_000_000;
     /** Spins, of the last 32, that waited out a time slice when the machine is taken as oversubscribed. */
     static final int OVERSUBSCRIBED_SLICES = 4;
-    /**
-     * How long the machine stays oversubscribed once spins waited out slices: CPU-bound threads stay a while, and
-     * the short spins after that lose no slices, so the last 32 alone would soon say the machine is quiet again.
-     */
-    static final long SLICE_HOLD_NANOS = 1_000_000_000;
 
     private final long max;
     private final long min;
@@ -68,17 +57,8 @@ final class SpinPolicy {
     private int lostCores;
     /** Whether each of the last 32 spins waited out a time slice ({@link #SLICE_NANOS}), the latest in bit 0. */
     private int lostSlices;
-    private final LongSupplier clock;
-    /** Whether spins waited out slices not long ago: oversubscribed until {@link #heldUntil}. */
-    private boolean held;
-    private long heldUntil;
 
     SpinPolicy(long spinNanos) {
-        this(spinNanos, System::nanoTime);
-    }
-
-    SpinPolicy(long spinNanos, LongSupplier clock) {
-        this.clock = clock;
         max = spinNanos;
         min = Math.min(spinNanos, MIN_SPIN_NANOS);
         window = max;
@@ -121,18 +101,8 @@ final class SpinPolicy {
     }
 
     private boolean oversubscribed() {
-        if (Integer.bitCount(lostSlices) >= OVERSUBSCRIBED_SLICES) {
-            held = true;
-            heldUntil = clock.getAsLong() + SLICE_HOLD_NANOS;
-            return true;
-        }
-        if (held) {
-            if (clock.getAsLong() - heldUntil < 0) {
-                return true;
-            }
-            held = false;
-        }
-        return Integer.bitCount(lostCores) >= OVERSUBSCRIBED_LOSSES;
+        return Integer.bitCount(lostCores) >= OVERSUBSCRIBED_LOSSES
+                || Integer.bitCount(lostSlices) >= OVERSUBSCRIBED_SLICES;
     }
 
     /**

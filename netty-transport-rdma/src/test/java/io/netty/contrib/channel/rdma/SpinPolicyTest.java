@@ -94,45 +94,6 @@ class SpinPolicyTest {
                 .isEqualTo(SpinPolicy.MIN_SPIN_NANOS);
     }
 
-    /** CPU-bound threads stay: the short spins after their slices were waited out lose none, but say nothing. */
-    @Test
-    void slicesWaitedOutKeepTheWindowShortestForAWhile() {
-        long[] now = {0};
-        SpinPolicy p = new SpinPolicy(MAX, () -> now[0]);
-        for (int i = 0; i < 100; i++) {
-            p.spun(3_000, 0);
-        }
-        for (int lost = 0; lost < SpinPolicy.OVERSUBSCRIBED_SLICES; lost++) {
-            p.lostCore(4_000_000);
-        }
-        assertThat(p.window()).isEqualTo(SpinPolicy.MIN_SPIN_NANOS);
-        for (int i = 0; i < 100; i++) {
-            now[0] += 20_000;
-            p.blocked(20_000);
-            p.spun(3_000, 0);
-        }
-        assertThat(p.window()).as("100 echoes later, none of the last 32 spins lost its core")
-                .isEqualTo(SpinPolicy.MIN_SPIN_NANOS);
-        now[0] += SpinPolicy.SLICE_HOLD_NANOS;
-        p.spun(3_000, 0);
-        assertThat(p.window()).as("the hold is over").isGreaterThan(SpinPolicy.MIN_SPIN_NANOS);
-    }
-
-    /** Losses short of a slice (gRPC's executors between calls) hold nothing: the last 32 spins decide. */
-    @Test
-    void shortLossesHoldNothing() {
-        long[] now = {0};
-        SpinPolicy p = new SpinPolicy(MAX, () -> now[0]);
-        for (int lost = 0; lost < SpinPolicy.OVERSUBSCRIBED_LOSSES; lost++) {
-            p.lostCore(30_000);
-        }
-        assertThat(p.window()).isEqualTo(SpinPolicy.MIN_SPIN_NANOS);
-        for (int i = 0; i < 32; i++) {
-            p.spun(3_000, 0);
-        }
-        assertThat(p.window()).isGreaterThan(SpinPolicy.MIN_SPIN_NANOS);
-    }
-
     @Test
     void lostCoresFurtherApartStayMisses() {
         SpinPolicy p = new SpinPolicy(MAX);
