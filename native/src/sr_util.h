@@ -25,16 +25,17 @@ static inline uint64_t sr_clock_ns(void)
 }
 
 /*
- * memcpy for payloads. From 2112 bytes up to about a megabyte glibc copies with
- * `rep movsb` on CPUs that say it is fast (ERMS, FSRM), and on AMD EPYC (Zen 4)
- * that is 10 to 25 times slower when the destination lies 1 to 63 bytes after
- * the source modulo 4 KiB: 4 KiB at a distance of 8 took 1.2-1.7 us instead of
- * 45 ns, 64 KiB 21 us instead of 1.2, 512 KiB 160 us instead of 11 (a C loop on
- * the development VM). A receive slot with an 8-byte header in front of its
- * payload puts every SEND from an aligned buffer exactly there, and ring and
- * shared-memory offsets fall there now and then. Such copies go in pieces below
- * glibc's threshold, which it copies with vector loads and stores at the usual
- * speed; others, and those of a megabyte or more (another path), go whole.
+ * memcpy for payloads. From 2112 bytes up to about a megabyte glibc copies
+ * with `rep movsb` on CPUs that say it is fast (ERMS, FSRM), and on the
+ * development VM's AMD EPYC (AVX-512, FSRM) that is 10 to 25 times slower when
+ * the destination lies 1 to 63 bytes after the source modulo 4 KiB: 4 KiB at a
+ * distance of 8 took 1.2-1.7 us instead of 45 ns, 64 KiB 21 us instead of 1.2,
+ * 512 KiB 160 us instead of 11 (a C loop on that VM). The transport's receive
+ * slots, an 8-byte header in front of the payload, put every SEND from an
+ * aligned buffer exactly there, and ring and shared-memory offsets fall there
+ * now and then. Such copies go in pieces below glibc's threshold, which it
+ * copies with vector loads and stores at the usual speed; others, and those of
+ * a megabyte or more (another path), go whole.
  */
 #define SR_COPY_PIECE 2048
 static inline void sr_copy(void *dst, const void *src, size_t len)

@@ -3,6 +3,7 @@ package io.netty.contrib.channel.rdma;
 import io.netty.bootstrap.Bootstrap;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.buffer.ByteBuf;
+import io.netty.buffer.UnpooledByteBufAllocator;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
@@ -67,10 +68,12 @@ class RdmaLentSlotTest {
         try (Run run = new Run(new RdmaIoHandlerConfig(), 50, SIZE, false)) {
             run.checkContents();
             assertThat(run.metric().zeroCopyBuffers()).isZero();
+            assertThat(run.metric().copies()).as("each message, or its parts").isGreaterThanOrEqualTo(50);
         }
         try (Run run = new Run(new RdmaIoHandlerConfig(), 50, 1000, true)) {
             run.checkContents();
             assertThat(run.metric().zeroCopyBuffers()).as("1000 B: under a quarter of the 8 KiB slot").isZero();
+            assertThat(run.metric().copies()).isGreaterThanOrEqualTo(50);
         }
     }
 
@@ -139,7 +142,7 @@ class RdmaLentSlotTest {
                         }
                     });
             if (!rdmaAllocator) {
-                b.childOption(ChannelOption.ALLOCATOR, io.netty.buffer.UnpooledByteBufAllocator.DEFAULT);
+                b.childOption(ChannelOption.ALLOCATOR, UnpooledByteBufAllocator.DEFAULT);
             }
             server = b.bind(TestAddress.get(), 0).sync().channel();
             client = new Bootstrap().group(clientGroup).channel(RdmaChannel.class)
