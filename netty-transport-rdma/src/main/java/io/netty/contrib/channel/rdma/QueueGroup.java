@@ -451,10 +451,10 @@ final class QueueGroup {
      * its place ({@link #repost()}).
      */
     ByteBuf lend(int slot, long address, int length) {
-        Block block = blocks[slot / SLOTS_PER_BLOCK];
-        block.refs.incrementAndGet();
+        int b = slot / SLOTS_PER_BLOCK;
+        blocks[b].refs.incrementAndGet();
         lent++;
-        return alloc.leakAware(block.buffer(alloc, address - block.address, length, slot));
+        return alloc.leakAware(blocks[b].buffer(alloc, address - blockAddress[b], length, slot));
     }
 
     /** A lent slot's buffer was released (loop thread): the slot is free, if its block is still the group's. */
@@ -557,7 +557,6 @@ final class QueueGroup {
     private static final class Block extends ExternalRegion {
         private final QueueGroup group;
         private final ByteBuf buf;
-        final long address;
         /** The group's hold, and one per lent buffer. */
         final AtomicInteger refs = new AtomicInteger(1);
 
@@ -565,7 +564,6 @@ final class QueueGroup {
             super(MemorySegment.ofAddress(buf.memoryAddress()).reinterpret(buf.capacity()), lkey, group.alloc.pool());
             this.group = group;
             this.buf = buf;
-            this.address = buf.memoryAddress();
         }
 
         void unref() {
